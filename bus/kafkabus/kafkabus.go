@@ -1,0 +1,217 @@
+// Package kafkabus is the Kafka transport of Veritrail's distributed mode:
+// `veritrail ingest` publishes evidence messages through NewPublisher and
+// `veritrail evaluate` consumes them through NewSubscriber. It wraps
+// watermill-kafka (Sarama) with the settings Veritrail relies on:
+//
+//   - Publishing is synchronous and waits for all in-sync replicas, through an
+//     idempotent producer, so a successful Publish means the message is durable
+//     and retries did not duplicate or reorder it.
+//   - Messages with the same PartitionKeyMetadata value go to the same
+//     partition, so they are consumed in publish order.
+//   - Subscribers share Config.ConsumerGroup, start from the oldest message
+//     when the group has no offset yet, and commit each message's offset
+//     synchronously once it is acked: a restarted subscriber resumes right
+//     after the last acked message and gets unacked ones again.
+//   - Topics are created on first use (see EnsureTopics), so nothing fails on
+//     a fresh cluster or on one with automatic topic creation disabled.
+package kafkabus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// PartitionKeyMetadata is the message metadata key whose value chooses the
+// partition: messages with equal values land on the same partition and are
+// consumed in publish order. Veritrail sets it to the trail ID.
+//
+// A message without it is keyed by its UUID instead: keyless messages spread
+// evenly over the partitions (by hash, not round-robin), and a re-publish of
+// the same message goes to the same partition as the first attempt.
+const PartitionKeyMetadata = "partition_key"
+
+// NewPublisher returns a publisher whose Publish returns once every message
+// is acknowledged by all in-sync replicas. Missing topics are created on
+// first publish to them.
+func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (message.Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{
+		Brokers:               cfg.Brokers,
+		Marshaler:             newMarshaler(),
+		OverwriteSaramaConfig: publisherSaramaConfig(cfg),
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("kafkabus: creating publisher: %w", err)
+	}
+	return &publisher{Publisher: pub, topics: newTopicEnsurer(cfg)}, nil
+}
+
+// NewSubscriber returns a subscriber in consumer group cfg.ConsumerGroup. Each
+// message's offset is committed synchronously after it is acked, and a nacked
+// message is redelivered, so processing is at-least-once. Missing topics are
+// created on Subscribe.
+func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (message.Subscriber, error) {
+	err := cfg.Validate()
+	if cfg.ConsumerGroup == "" {
+		// Without a group, watermill-kafka reads every partition from the
+		// start on each restart and commits nothing.
+		err = errors.Join(err, errors.New("kafkabus: no consumer group configured"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
+		Brokers:               cfg.Brokers,
+		Unmarshaler:           newMarshaler(),
+		OverwriteSaramaConfig: subscriberSaramaConfig(cfg),
+		ConsumerGroup:         cfg.ConsumerGroup,
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("kafkabus: creating subscriber: %w", err)
+	}
+	return &subscriber{Subscriber: sub, topics: newTopicEnsurer(cfg)}, nil
+}
+
+func newMarshaler() kafka.MarshalerUnmarshaler {
+	return kafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
+		if key := msg.Metadata.Get(PartitionKeyMetadata); key != "" {
+			return key, nil
+		}
+		// The marshaler always sets a key, and an empty one would hash every
+		// keyless message onto one partition.
+		return msg.UUID, nil
+	})
+}
+
+// baseSaramaConfig starts from Sarama's defaults rather than watermill-kafka's,
+// which pin protocol version 1.0.0, older than Kafka 4 brokers accept.
+func baseSaramaConfig(cfg Config) *sarama.Config {
+	sc := sarama.NewConfig()
+	sc.ClientID = cfg.ClientID
+	// Topics are created explicitly with cfg.Partitions; a broker that
+	// auto-creates topics would otherwise race us with its own default count.
+	sc.Metadata.AllowAutoTopicCreation = false
+	return sc
+}
+
+func publisherSaramaConfig(cfg Config) *sarama.Config {
+	sc := baseSaramaConfig(cfg)
+	sc.Producer.RequiredAcks = sarama.WaitForAll
+	sc.Producer.Return.Successes = true // required by the sync producer
+	// The idempotent producer lets retries happen without duplicates or
+	// reordering; Sarama requires one in-flight request per broker for it.
+	sc.Producer.Idempotent = true
+	sc.Net.MaxOpenRequests = 1
+	// About 15s of retries with exponential backoff rides out a leader
+	// election; past that Publish fails and ingest answers with an error.
+	sc.Producer.Retry.Max = 10
+	sc.Producer.Retry.BackoffFunc = sarama.NewExponentialBackoff(100*time.Millisecond, 2*time.Second)
+	sc.Producer.Partitioner = sarama.NewHashPartitioner
+	return tuned(cfg, sc)
+}
+
+func subscriberSaramaConfig(cfg Config) *sarama.Config {
+	sc := baseSaramaConfig(cfg)
+	sc.Consumer.Return.Errors = true // watermill-kafka logs them
+	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	// watermill-kafka marks a message's offset when it is acked; Sarama
+	// commits marked offsets every second, when a rebalance takes partitions
+	// away and on Close. Committing synchronously per ack instead (auto-commit
+	// off) costs a broker round trip per message that queues behind the
+	// consumer's long-poll fetch on the same connection: about 5 messages a
+	// second against one broker. A crash may thus redeliver up to a second of
+	// acked messages, which at-least-once consumers must tolerate anyway.
+	sc.Consumer.Offsets.AutoCommit.Enable = true
+	sc.Consumer.Offsets.AutoCommit.Interval = time.Second
+	return tuned(cfg, sc)
+}
+
+func tuned(cfg Config, sc *sarama.Config) *sarama.Config {
+	if cfg.tuneSarama != nil {
+		cfg.tuneSarama(sc)
+	}
+	return sc
+}
+
+type publisher struct {
+	*kafka.Publisher
+	topics *topicEnsurer
+}
+
+func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
+	if err := p.topics.ensure(context.Background(), topic); err != nil {
+		return err
+	}
+	if err := p.Publisher.Publish(topic, msgs...); err != nil {
+		return fmt.Errorf("kafkabus: publishing to %s: %w", topic, err)
+	}
+	return nil
+}
+
+type subscriber struct {
+	*kafka.Subscriber
+	topics *topicEnsurer
+}
+
+func (s *subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if err := s.topics.ensure(ctx, topic); err != nil {
+		return nil, err
+	}
+	msgs, err := s.Subscriber.Subscribe(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("kafkabus: subscribing to %s: %w", topic, err)
+	}
+	return msgs, nil
+}
+
+// SubscribeInitialize implements message.SubscribeInitializer by creating the
+// topic if it is missing.
+func (s *subscriber) SubscribeInitialize(topic string) error {
+	return s.topics.ensure(context.Background(), topic)
+}
+
+// topicEnsurer remembers which topics exist, so EnsureTopics runs once per
+// topic and publisher or subscriber rather than on every call.
+type topicEnsurer struct {
+	cfg Config
+
+	mu    sync.Mutex
+	known map[string]bool
+}
+
+func newTopicEnsurer(cfg Config) *topicEnsurer {
+	return &topicEnsurer{cfg: cfg, known: make(map[string]bool)}
+}
+
+func (e *topicEnsurer) ensure(ctx context.Context, topic string) error {
+	// Holding the lock across EnsureTopics makes concurrent first publishes
+	// to a topic wait for one creation instead of each trying it.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.known[topic] {
+		return nil
+	}
+	if err := EnsureTopics(ctx, e.cfg, topic); err != nil {
+		return err
+	}
+	e.known[topic] = true
+	return nil
+}

@@ -1,0 +1,239 @@
+package sqlitebus
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+)
+
+// Bus ties one database to one Hub, so that the publishers and subscribers it
+// creates wake each other within the process, and runs the retention
+// compaction. It is the usual entry point:
+//
+//	db, err := sqlitebus.Open(path)
+//	bus, err := sqlitebus.New(db, sqlitebus.Config{}, logger)
+//	pub, err := bus.Publisher()
+//	sub, err := bus.Subscriber("evaluate")
+type Bus struct {
+	db     *sql.DB
+	cfg    Config
+	hub    *Hub
+	st     *dbState
+	logger watermill.LoggerAdapter
+
+	mu      sync.Mutex
+	closed  bool
+	nextID  int
+	closers map[int]func() error
+
+	stopCompact chan struct{}
+	compactDone chan struct{}
+}
+
+// New creates the schema if needed and starts the background compaction
+// unless cfg.CompactInterval is negative. The caller keeps ownership of db:
+// close it after Bus.Close.
+func New(db *sql.DB, cfg Config, logger watermill.LoggerAdapter) (*Bus, error) {
+	if db == nil {
+		return nil, errors.New("sqlitebus: new bus: nil db")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	hub := NewHub()
+	st, err := hub.state(db)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bus{
+		db:          db,
+		cfg:         cfg,
+		hub:         hub,
+		st:          st,
+		logger:      logger,
+		closers:     make(map[int]func() error),
+		stopCompact: make(chan struct{}),
+		compactDone: make(chan struct{}),
+	}
+	if err := b.st.ready(); err != nil {
+		return nil, err
+	}
+	if cfg.CompactInterval > 0 {
+		go b.compactLoop()
+	} else {
+		close(b.compactDone)
+	}
+	return b, nil
+}
+
+// Hub returns the Hub shared by everything the Bus creates, for publishers or
+// subscribers built with NewPublisher/NewSubscriber on the same *sql.DB.
+func (b *Bus) Hub() *Hub { return b.hub }
+
+// Publisher returns a new Publisher on the bus's database.
+func (b *Bus) Publisher() (*Publisher, error) {
+	p, err := NewPublisher(b.db, PublisherConfig{Hub: b.hub}, b.logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.track(p.Close, func(f func()) { p.onClose = f }); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Subscriber returns a new Subscriber of consumerGroup (empty: independent
+// consumer) with the bus's PollInterval, NackResendSleep and LeaseDuration.
+func (b *Bus) Subscriber(consumerGroup string) (*Subscriber, error) {
+	s, err := NewSubscriber(b.db, SubscriberConfig{
+		ConsumerGroup:   consumerGroup,
+		PollInterval:    b.cfg.PollInterval,
+		NackResendSleep: b.cfg.NackResendSleep,
+		LeaseDuration:   b.cfg.LeaseDuration,
+		Hub:             b.hub,
+	}, b.logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.track(s.Close, func(f func()) { s.onClose = f }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// track remembers closeFn for Bus.Close; setOnClose installs the callback
+// that forgets it again when the publisher or subscriber is closed first.
+func (b *Bus) track(closeFn func() error, setOnClose func(func())) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		_ = closeFn()
+		return ErrClosed
+	}
+	id := b.nextID
+	b.nextID++
+	b.closers[id] = closeFn
+	setOnClose(func() {
+		b.mu.Lock()
+		delete(b.closers, id)
+		b.mu.Unlock()
+	})
+	return nil
+}
+
+// Close stops the background compaction and closes every publisher and
+// subscriber created by the bus. It does not close the *sql.DB. It is
+// idempotent.
+func (b *Bus) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		<-b.compactDone
+		return nil
+	}
+	b.closed = true
+	closers := make([]func() error, 0, len(b.closers))
+	for _, c := range b.closers {
+		closers = append(closers, c)
+	}
+	close(b.stopCompact)
+	b.mu.Unlock()
+
+	var errs []error
+	for _, c := range closers {
+		errs = append(errs, c())
+	}
+	<-b.compactDone
+	return errors.Join(errs...)
+}
+
+func (b *Bus) compactLoop() {
+	defer close(b.compactDone)
+	t := time.NewTicker(b.cfg.CompactInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stopCompact:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				// Close must not wait for a long compaction to finish.
+				select {
+				case <-b.stopCompact:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			n, err := b.Compact(ctx)
+			cancel()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				b.logger.Error("sqlitebus: compaction failed", err, nil)
+			} else if n > 0 {
+				b.logger.Info("sqlitebus: compacted messages", watermill.LogFields{"deleted": n})
+			}
+		}
+	}
+}
+
+// compactBatch bounds how long one DELETE holds the write lock, so
+// publishers are delayed by one short batch at most.
+const compactBatch = 1000
+
+// Compact deletes the messages older than Config.Retention that every known
+// consumer group of their topic has acked, and returns how many it deleted.
+// A group is known for a topic once it has subscribed to it (or called
+// SubscribeInitialize); topics no group has subscribed to lose their old
+// messages unconditionally. Independent consumers never hold messages back:
+// they read whatever is still retained.
+func (b *Bus) Compact(ctx context.Context) (int64, error) {
+	cutoff := time.Now().Add(-b.cfg.Retention).UnixNano()
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("sqlitebus: compact: %w", err)
+		}
+		res, err := b.st.exec(`DELETE FROM sqlitebus_messages WHERE "offset" IN (
+			SELECT m."offset" FROM sqlitebus_messages m
+			WHERE m.created_at < ?
+			AND m."offset" <= COALESCE(
+				(SELECT MIN(o.acked_offset) FROM sqlitebus_offsets o WHERE o.topic = m.topic),
+				9223372036854775807)
+			LIMIT `+strconv.Itoa(compactBatch)+`)`, cutoff)
+		if err != nil {
+			return total, fmt.Errorf("sqlitebus: compact: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("sqlitebus: compact: %w", err)
+		}
+		total += n
+		if n < compactBatch {
+			return total, nil
+		}
+	}
+}
+
+// RemoveConsumerGroup forgets the stored offsets of group on every topic, so
+// that an abandoned group no longer holds messages back from Compact. A
+// subscriber of the group that is still running starts over from the oldest
+// retained message.
+func (b *Bus) RemoveConsumerGroup(ctx context.Context, group string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitebus: remove consumer group %q: %w", group, err)
+	}
+	if _, err := b.st.exec(`DELETE FROM sqlitebus_offsets WHERE consumer_group = ?`, group); err != nil {
+		return fmt.Errorf("sqlitebus: remove consumer group %q: %w", group, err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package sqlitebus
+
+import (
+	"fmt"
+	"time"
+)
+
+// Synchronous is the value of SQLite's PRAGMA synchronous used by Open.
+type Synchronous string
+
+const (
+	// SynchronousNormal is the default; see Open for why it is enough.
+	SynchronousNormal Synchronous = "NORMAL"
+	// SynchronousFull also fsyncs the WAL on every commit, which adds
+	// durability against power loss and OS crashes at the cost of one fsync
+	// per Publish.
+	SynchronousFull Synchronous = "FULL"
+)
+
+// Defaults used when a duration field is left zero.
+const (
+	DefaultBusyTimeout     = 5 * time.Second
+	DefaultPollInterval    = 100 * time.Millisecond
+	DefaultNackResendSleep = time.Second
+	DefaultLeaseDuration   = 15 * time.Second
+	DefaultRetention       = 7 * 24 * time.Hour
+	DefaultCompactInterval = time.Hour
+)
+
+// Config configures a Bus and, through OpenWith, the database connection.
+type Config struct {
+	// Synchronous is the PRAGMA synchronous that OpenWith sets on every
+	// connection: SynchronousNormal (default) or SynchronousFull.
+	Synchronous Synchronous
+	// BusyTimeout is how long a connection waits for another process's write
+	// lock before failing with SQLITE_BUSY (OpenWith; default 5s).
+	BusyTimeout time.Duration
+
+	// PollInterval, NackResendSleep and LeaseDuration are passed to the
+	// subscribers the Bus creates; see SubscriberConfig.
+	PollInterval    time.Duration
+	NackResendSleep time.Duration
+	LeaseDuration   time.Duration
+
+	// Retention is the minimum age of a message before Compact may delete it
+	// (default 7 days).
+	Retention time.Duration
+	// CompactInterval is how often the Bus runs Compact in the background
+	// (default 1h). A negative value disables the background compaction;
+	// Compact can still be called directly.
+	CompactInterval time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch c.Synchronous {
+	case "":
+		c.Synchronous = SynchronousNormal
+	case SynchronousNormal, SynchronousFull:
+	default:
+		return c, fmt.Errorf("sqlitebus: unsupported synchronous mode %q (want %q or %q)", c.Synchronous, SynchronousNormal, SynchronousFull)
+	}
+	if c.BusyTimeout <= 0 {
+		c.BusyTimeout = DefaultBusyTimeout
+	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.CompactInterval == 0 {
+		c.CompactInterval = DefaultCompactInterval
+	}
+	return c, nil
+}
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// Hub lets the publisher wake subscribers of the same database in this
+	// process and share their write lock. Nil means a private Hub: messages
+	// are still delivered, but in-process subscribers only see them on their
+	// next poll.
+	Hub *Hub
+}
+
+// SubscriberConfig configures a Subscriber.
+type SubscriberConfig struct {
+	// ConsumerGroup names the group whose acked offsets are stored in the
+	// database. Empty means an independent, in-memory consumer that starts at
+	// the oldest retained message of the topic on every Subscribe.
+	ConsumerGroup string
+	// PollInterval is how often the database is checked for messages that no
+	// in-process publisher announced, e.g. ones written by another process,
+	// or for a lease held by another process to be released (default 100ms).
+	PollInterval time.Duration
+	// NackResendSleep is the wait before a nacked message is delivered again
+	// (default 1s; negative means no wait).
+	NackResendSleep time.Duration
+	// LeaseDuration bounds how long a consumer group's in-flight message stays
+	// claimed by a subscriber that stopped renewing it (a crashed process).
+	// The lease is renewed every LeaseDuration/3 while a message waits for its
+	// Ack, so it limits the takeover delay after a crash, not processing time
+	// (default 15s).
+	LeaseDuration time.Duration
+	// Hub: see PublisherConfig.Hub.
+	Hub *Hub
+}
+
+func (c SubscriberConfig) withDefaults() SubscriberConfig {
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.NackResendSleep == 0 {
+		c.NackResendSleep = DefaultNackResendSleep
+	} else if c.NackResendSleep < 0 {
+		c.NackResendSleep = 0
+	}
+	if c.LeaseDuration <= 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.Hub == nil {
+		c.Hub = NewHub()
+	}
+	return c
+}

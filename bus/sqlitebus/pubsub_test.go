@@ -1,0 +1,116 @@
+package sqlitebus
+
+import (
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+)
+
+// suiteBuses gives every test of the universal suite its own database file.
+// The suite calls the constructor many times per test (restarted
+// subscribers, multiplied subscribers) and expects all those instances to
+// share state, so the Bus is keyed by the test.
+type suiteBuses struct {
+	mu    sync.Mutex
+	buses map[*testing.T]*Bus
+}
+
+func (s *suiteBuses) get(t *testing.T) *Bus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.buses[t]; ok {
+		return b
+	}
+	b := newTestBus(t, filepath.Join(t.TempDir(), "bus.db"))
+	s.buses[t] = b
+	return b
+}
+
+// newTestBus opens path and returns a Bus with a short NackResendSleep, so
+// that tests which nack hundreds of times stay fast. The Bus and the database
+// are closed when the test ends.
+func newTestBus(t testing.TB, path string) *Bus {
+	t.Helper()
+	return newTestBusWith(t, path, Config{NackResendSleep: time.Millisecond, CompactInterval: -1})
+}
+
+func newTestBusWith(t testing.TB, path string, cfg Config) *Bus {
+	t.Helper()
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(db, cfg, watermill.NewStdLogger(false, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
+func (s *suiteBuses) pubSub(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+	b := s.get(t)
+	pub, err := b.Publisher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := b.Subscriber(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, sub
+}
+
+// TestPubSubIndependent runs the universal suite with independent
+// (empty-group) subscribers as the default, and named groups for the
+// consumer group test.
+func TestPubSubIndependent(t *testing.T) {
+	s := &suiteBuses{buses: make(map[*testing.T]*Bus)}
+	tests.TestPubSub(t, tests.Features{
+		ConsumerGroups:      true,
+		ExactlyOnceDelivery: false,
+		GuaranteedOrder:     true,
+		// Every independent subscriber reads the whole topic in order;
+		// several of them merged into one channel are not one ordered
+		// stream.
+		GuaranteedOrderWithSingleSubscriber: true,
+		Persistent:                          true,
+		NewSubscriberReceivesOldMessages:    true,
+	},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return s.pubSub(t, "") },
+		s.pubSub,
+	)
+}
+
+// TestPubSubConsumerGroup runs the universal suite with every default
+// subscriber in one consumer group, which is how Veritrail consumes: it
+// exercises resuming from stored offsets and competing subscribers.
+func TestPubSubConsumerGroup(t *testing.T) {
+	s := &suiteBuses{buses: make(map[*testing.T]*Bus)}
+	tests.TestPubSub(t, tests.Features{
+		ConsumerGroups:      true,
+		ExactlyOnceDelivery: false,
+		GuaranteedOrder:     true,
+		// One message of a group is in flight at a time, so the order
+		// holds across competing subscribers too.
+		GuaranteedOrderWithSingleSubscriber: false,
+		Persistent:                          true,
+		// A group resumes where it stopped; it does not re-read.
+		NewSubscriberReceivesOldMessages: false,
+	},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return s.pubSub(t, "default") },
+		s.pubSub,
+	)
+}

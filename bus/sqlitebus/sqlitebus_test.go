@@ -1,0 +1,501 @@
+package sqlitebus
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+func TestOpenSettings(t *testing.T) {
+	for _, tc := range []struct {
+		sync Synchronous
+		want int
+	}{{"", 1}, {SynchronousNormal, 1}, {SynchronousFull, 2}} {
+		db, err := OpenWith(tempDBPath(t), Config{Synchronous: tc.sync, BusyTimeout: 1234 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Several connections, because the settings must hold on each.
+		conns := make([]*sqlConnCheck, 3)
+		for i := range conns {
+			conns[i] = checkConn(t, db)
+		}
+		for _, c := range conns {
+			if c.sync != tc.want || c.journal != "wal" || c.busy != 1234 {
+				t.Errorf("synchronous %q: got synchronous=%d journal_mode=%s busy_timeout=%d", tc.sync, c.sync, c.journal, c.busy)
+			}
+			_ = c.conn.Close()
+		}
+		_ = db.Close()
+	}
+
+	if _, err := OpenWith(tempDBPath(t), Config{Synchronous: "OFF"}); err == nil {
+		t.Error("synchronous=OFF accepted")
+	}
+	for _, p := range []string{"", ":memory:", "file:x.db", "x.db?mode=ro"} {
+		if _, err := Open(p); err == nil {
+			t.Errorf("path %q accepted", p)
+		}
+	}
+}
+
+func TestPublishBatchIsAtomicAndOrdered(t *testing.T) {
+	b := newTestBus(t, tempDBPath(t))
+	pub := mustPublisher(t, b)
+	msgs := []*message.Message{
+		message.NewMessage(watermill.NewUUID(), []byte("a")),
+		message.NewMessage(watermill.NewUUID(), nil),
+		message.NewMessage(watermill.NewUUID(), []byte("c")),
+	}
+	msgs[0].Metadata.Set("k", "v")
+	if err := pub.Publish("t", msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish("", message.NewMessage(watermill.NewUUID(), nil)); err == nil {
+		t.Fatal("empty topic accepted")
+	}
+
+	// A batch whose last insert fails leaves nothing behind.
+	if _, err := b.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON sqlitebus_messages
+		WHEN NEW.uuid = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned'); END`); err != nil {
+		t.Fatal(err)
+	}
+	err := pub.Publish("t", message.NewMessage(watermill.NewUUID(), []byte("lost")), message.NewMessage("poison", nil))
+	if err == nil {
+		t.Fatal("poisoned batch published")
+	}
+	var count int
+	if err := b.db.QueryRow(`SELECT COUNT(*) FROM sqlitebus_messages`).Scan(&count); err != nil || count != len(msgs) {
+		t.Fatalf("%d messages stored (err %v), want %d", count, err, len(msgs))
+	}
+
+	ch := mustSubscribe(t, mustSubscriber(t, b, ""), "t")
+	for i, want := range msgs {
+		got := receive(t, ch, 5*time.Second)
+		if got.UUID != want.UUID || string(got.Payload) != string(want.Payload) {
+			t.Fatalf("message %d: got %s %q, want %s %q", i, got.UUID, got.Payload, want.UUID, want.Payload)
+		}
+		if got.Metadata.Get("k") != want.Metadata.Get("k") {
+			t.Fatalf("message %d: metadata %v, want %v", i, got.Metadata, want.Metadata)
+		}
+		got.Ack()
+	}
+}
+
+func TestConsumerGroupResumesAfterLastAck(t *testing.T) {
+	path := tempDBPath(t)
+	b := newTestBus(t, path)
+	ids := publishN(t, mustPublisher(t, b), "evidence", 10)
+
+	sub1 := mustSubscriber(t, b, "evaluate")
+	ch := mustSubscribe(t, sub1, "evidence")
+	equalIDs(t, receiveAck(t, ch, 4), ids[:4])
+	inFlight := receive(t, ch, 5*time.Second) // never acked
+	if inFlight.UUID != ids[4] {
+		t.Fatalf("got %s, want %s", inFlight.UUID, ids[4])
+	}
+	if err := sub1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-ch; ok {
+		t.Fatal("channel still open after Close")
+	}
+
+	// A new process: a new *sql.DB and Bus on the same file.
+	b2 := newTestBus(t, path)
+	ch2 := mustSubscribe(t, mustSubscriber(t, b2, "evaluate"), "evidence")
+	equalIDs(t, receiveAck(t, ch2, 6), ids[4:])
+	expectNothing(t, ch2, 50*time.Millisecond)
+
+	// Another group is independent of "evaluate" and starts at the oldest.
+	ch3 := mustSubscribe(t, mustSubscriber(t, b2, "notify"), "evidence")
+	equalIDs(t, receiveAck(t, ch3, 10), ids)
+}
+
+func TestNackRedeliversSameMessage(t *testing.T) {
+	for _, group := range []string{"", "g"} {
+		t.Run("group="+group, func(t *testing.T) {
+			b := newTestBus(t, tempDBPath(t))
+			ids := publishN(t, mustPublisher(t, b), "t", 2)
+			ch := mustSubscribe(t, mustSubscriber(t, b, group), "t")
+			for range 3 {
+				m := receive(t, ch, 5*time.Second)
+				if m.UUID != ids[0] {
+					t.Fatalf("got %s, want %s", m.UUID, ids[0])
+				}
+				m.Nack()
+				select {
+				case <-m.Context().Done():
+				case <-time.After(time.Second):
+					t.Fatal("message context not cancelled after Nack")
+				}
+			}
+			equalIDs(t, receiveAck(t, ch, 2), ids)
+		})
+	}
+}
+
+func TestNoSecondMessageBeforeAck(t *testing.T) {
+	for _, crossProcess := range []bool{false, true} {
+		name := "same-bus"
+		if crossProcess {
+			name = "separate-buses"
+		}
+		t.Run(name, func(t *testing.T) {
+			path := tempDBPath(t)
+			b1 := newTestBus(t, path)
+			b2 := b1
+			if crossProcess {
+				b2 = newTestBus(t, path)
+			}
+			ids := publishN(t, mustPublisher(t, b1), "t", 3)
+			// Two subscribers of one group: while message 1 is in flight at
+			// the first, the second gets nothing, neither message 1 nor 2.
+			sub1 := mustSubscriber(t, b1, "g")
+			ch1 := mustSubscribe(t, sub1, "t")
+			m := receive(t, ch1, 5*time.Second)
+			ch2 := mustSubscribe(t, mustSubscriber(t, b2, "g"), "t")
+			expectNothing(t, ch1, 150*time.Millisecond)
+			expectNothing(t, ch2, 150*time.Millisecond)
+			m.Ack()
+			var next *message.Message
+			fromFirst := false
+			select {
+			case next = <-ch1:
+				fromFirst = true
+			case next = <-ch2:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no delivery after Ack")
+			}
+			if m.UUID != ids[0] || next.UUID != ids[1] {
+				t.Fatalf("got %s then %s, want %v", m.UUID, next.UUID, ids)
+			}
+			// Closing the first subscriber hands an unacked message to
+			// the second at once instead of after the lease expired.
+			if err := sub1.Close(); err != nil {
+				t.Fatal(err)
+			}
+			want := ids[1:]
+			if !fromFirst {
+				next.Ack()
+				want = ids[2:]
+			}
+			equalIDs(t, receiveAck(t, ch2, len(want)), want)
+		})
+	}
+}
+
+// TestCompetingSubscribers checks that subscribers of one group never both
+// process a message and keep the order, both within one Bus (hub slot) and
+// across Buses with their own *sql.DB, which is how two processes look to
+// each other (database lease only).
+func TestCompetingSubscribers(t *testing.T) {
+	for _, crossProcess := range []bool{false, true} {
+		name := "same-bus"
+		if crossProcess {
+			name = "separate-buses"
+		}
+		t.Run(name, func(t *testing.T) {
+			path := tempDBPath(t)
+			b1 := newTestBus(t, path)
+			b2 := b1
+			if crossProcess {
+				// Poll often, so that b2 keeps trying to claim while b1
+				// holds the lease.
+				b2 = newTestBusWith(t, path, Config{PollInterval: time.Millisecond, CompactInterval: -1})
+			}
+			const n = 200
+			ids := publishN(t, mustPublisher(t, b1), "t", n)
+
+			var (
+				mu      sync.Mutex
+				order   []string
+				perSub  [4]int
+				wg      sync.WaitGroup
+				done    = make(chan struct{})
+				doneSet sync.Once
+			)
+			for i := range perSub {
+				bus := b1
+				if i%2 == 1 {
+					bus = b2
+				}
+				ch := mustSubscribe(t, mustSubscriber(t, bus, "g"), "t")
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case m := <-ch:
+							mu.Lock()
+							order = append(order, m.UUID)
+							perSub[i]++
+							if len(order) >= n {
+								doneSet.Do(func() { close(done) })
+							}
+							mu.Unlock()
+							time.Sleep(200 * time.Microsecond) // "processing"
+							m.Ack()
+						case <-done:
+							return
+						}
+					}
+				}()
+			}
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				mu.Lock()
+				t.Fatalf("received %d of %d", len(order), n)
+			}
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			equalIDs(t, order[:n], ids)
+			if len(order) != n {
+				t.Fatalf("%d deliveries for %d messages", len(order), n)
+			}
+			t.Logf("deliveries per subscriber: %v", perSub)
+		})
+	}
+}
+
+func TestExpiredLeaseIsTakenOver(t *testing.T) {
+	b := newTestBus(t, tempDBPath(t))
+	ids := publishN(t, mustPublisher(t, b), "t", 1)
+	sub := mustSubscriber(t, b, "g")
+	if err := sub.SubscribeInitialize("t"); err != nil {
+		t.Fatal(err)
+	}
+	// A process that died while message 1 was in flight.
+	until := time.Now().Add(300 * time.Millisecond)
+	if _, err := b.db.Exec(`UPDATE sqlitebus_offsets SET lease_owner = 'dead', lease_until = ?
+		WHERE consumer_group = 'g' AND topic = 't'`, until.UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	ch := mustSubscribe(t, sub, "t")
+	m := receive(t, ch, 5*time.Second)
+	if time.Now().Before(until) {
+		t.Fatal("delivered while the lease of another subscriber was valid")
+	}
+	if m.UUID != ids[0] {
+		t.Fatalf("got %s, want %s", m.UUID, ids[0])
+	}
+}
+
+func TestPollingFindsMessagesOfOtherProcesses(t *testing.T) {
+	path := tempDBPath(t)
+	pubBus := newTestBus(t, path)
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// No shared Hub: only polling can find the messages.
+	sub, err := NewSubscriber(db, SubscriberConfig{ConsumerGroup: "g", PollInterval: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ch := mustSubscribe(t, sub, "t")
+	ids := publishN(t, mustPublisher(t, pubBus), "t", 3)
+	equalIDs(t, receiveAck(t, ch, 3), ids)
+}
+
+func TestCloseAndContext(t *testing.T) {
+	b := newTestBus(t, tempDBPath(t))
+	pub := mustPublisher(t, b)
+	sub := mustSubscriber(t, b, "g")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	chCtx, err := sub.Subscribe(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, pub, "a", 1)
+	m := receive(t, chCtx, 5*time.Second)
+	cancel()
+	select {
+	case _, ok := <-chCtx:
+		if ok {
+			t.Fatal("message after cancel")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("channel not closed after context cancel")
+	}
+	select {
+	case <-m.Context().Done():
+	case <-time.After(time.Second):
+		t.Fatal("message context not cancelled")
+	}
+
+	chClose := mustSubscribe(t, sub, "b")
+	for range 2 {
+		if err := sub.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := <-chClose; ok {
+		t.Fatal("channel open after Close")
+	}
+	if _, err := sub.Subscribe(context.Background(), "b"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Subscribe after Close: %v", err)
+	}
+	if err := pub.Publish("a", message.NewMessage(watermill.NewUUID(), nil)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Publish after Close: %v", err)
+	}
+
+	// Bus.Close closes what the bus created.
+	sub2 := mustSubscriber(t, b, "")
+	ch2 := mustSubscribe(t, sub2, "a")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-ch2; ok {
+		t.Fatal("channel open after Bus.Close")
+	}
+	if _, err := b.Subscriber("x"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Bus.Subscriber after Close: %v", err)
+	}
+}
+
+func TestCompact(t *testing.T) {
+	b := newTestBus(t, tempDBPath(t))
+	b.cfg.Retention = time.Hour
+	pub := mustPublisher(t, b)
+	ctx := context.Background()
+
+	idsA := publishN(t, pub, "a", 10)
+	publishN(t, pub, "b", 10) // no group ever subscribes to b
+
+	g1 := mustSubscriber(t, b, "g1")
+	receiveAck(t, mustSubscribe(t, g1, "a"), 10)
+	g2 := mustSubscriber(t, b, "g2")
+	receiveAck(t, mustSubscribe(t, g2, "a"), 5)
+	// Close stores the acks (an Ack racing with Close is kept).
+	_ = g1.Close()
+	_ = g2.Close()
+
+	// Nothing is old enough yet.
+	if n, err := b.Compact(ctx); err != nil || n != 0 {
+		t.Fatalf("fresh messages: deleted %d, err %v", n, err)
+	}
+
+	if _, err := b.db.Exec(`UPDATE sqlitebus_messages SET created_at = ?`, time.Now().Add(-2*time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	freshA := publishN(t, pub, "a", 2)
+
+	// a: the 5 messages both groups acked; b: all 10, nobody consumes b.
+	n, err := b.Compact(ctx)
+	if err != nil || n != 15 {
+		t.Fatalf("deleted %d, err %v; want 15", n, err)
+	}
+
+	// g2 still gets everything it has not acked, the old ones included.
+	g2 = mustSubscriber(t, b, "g2")
+	equalIDs(t, receiveAck(t, mustSubscribe(t, g2, "a"), 7), append(append([]string{}, idsA[5:]...), freshA...))
+	_ = g2.Close()
+
+	// An independent consumer starts at the oldest retained message.
+	equalIDs(t, receiveAck(t, mustSubscribe(t, mustSubscriber(t, b, ""), "a"), 7), append(append([]string{}, idsA[5:]...), freshA...))
+
+	// Once every group is past them, the rest of the old messages go, and
+	// offsets keep growing after the table was emptied (AUTOINCREMENT).
+	if err := b.RemoveConsumerGroup(ctx, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Exec(`UPDATE sqlitebus_messages SET created_at = ?`, time.Now().Add(-2*time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Compact(ctx); err != nil || n != 7 {
+		t.Fatalf("deleted %d, err %v; want 7", n, err)
+	}
+	var count int
+	if err := b.db.QueryRow(`SELECT COUNT(*) FROM sqlitebus_messages`).Scan(&count); err != nil || count != 0 {
+		t.Fatalf("%d messages left, err %v", count, err)
+	}
+	later := publishN(t, pub, "a", 1)
+	g2 = mustSubscriber(t, b, "g2")
+	equalIDs(t, receiveAck(t, mustSubscribe(t, g2, "a"), 1), later)
+}
+
+func TestBackgroundCompaction(t *testing.T) {
+	db, err := Open(tempDBPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, err := New(db, Config{Retention: time.Nanosecond, CompactInterval: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	publishN(t, mustPublisher(t, b), "t", 3)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var count int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM sqlitebus_messages`).Scan(&count); err != nil {
+			t.Fatal(err)
+		}
+		if count == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages left", count)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestInProcessWakeUp shows that in-process delivery does not depend on
+// polling: the poll interval is an hour, on one *sql.DB and on two handles
+// of the same file sharing a Hub.
+func TestInProcessWakeUp(t *testing.T) {
+	path := tempDBPath(t)
+	db1, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db1.Close()
+	db2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	hub := NewHub()
+	pub, err := NewPublisher(db1, PublisherConfig{Hub: hub}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		db    *sql.DB
+		group string
+	}{{"same-db", db1, "g"}, {"same-file", db2, "g"}, {"same-file-independent", db2, ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub, err := NewSubscriber(tc.db, SubscriberConfig{ConsumerGroup: tc.group, PollInterval: time.Hour, Hub: hub}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			topic := "wake-" + tc.name
+			ch := mustSubscribe(t, sub, topic)
+			for range 3 {
+				// Let the subscriber reach its wait first.
+				time.Sleep(20 * time.Millisecond)
+				ids := publishN(t, pub, topic, 1)
+				equalIDs(t, receiveAck(t, ch, 1), ids)
+			}
+		})
+	}
+}

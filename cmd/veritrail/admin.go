@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/ingest"
+)
+
+const adminUsage = `Usage: veritrail admin <subcommand> [flags] [args]
+
+Subcommands (against --postgres when given, else the SQLite store in --data-dir):
+  create-org NAME                       create an organization
+  create-user NAME [--display-name D]   create a user
+  add-member USER ORG [--role R]        make USER a member of ORG (admin, member, reader)
+  create-key --org ORG [--name N] [--role R] [--secret S]
+                                        create an organization API key and print its secret
+  create-key --user USER [--name N] [--secret S]
+                                        create a personal API key; it works in each of USER's organizations
+`
+
+func runAdmin(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, adminUsage)
+		return errors.New("no admin subcommand given")
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("admin "+sub, flag.ContinueOnError)
+	dataDir := fs.String("data-dir", env("data-dir", "./veritrail-data"), "data directory of the embedded mode")
+	pg := fs.String("postgres", env("postgres", ""), "PostgreSQL DSN of the distributed mode")
+	display := fs.String("display-name", "", "display name of the user (created_by)")
+	role := fs.String("role", "admin", "role: admin, member or reader")
+	org := fs.String("org", "", "organization of the key")
+	user := fs.String("user", "", "user of a personal key")
+	name := fs.String("name", "", "name of the key (shown as created_by for organization keys)")
+	secret := fs.String("secret", "", "use this secret instead of a random one (e.g. from a secrets manager)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	open := func() (store.Store, error) {
+		if *pg != "" {
+			return sqlstore.OpenPostgres(ctx, *pg)
+		}
+		if err := os.MkdirAll(*dataDir, 0o750); err != nil {
+			return nil, err
+		}
+		return sqlstore.OpenSQLite(ctx, filepath.Join(*dataDir, "state.db"))
+	}
+	r := store.Role(*role)
+	if r != store.RoleAdmin && r != store.RoleMember && r != store.RoleReader {
+		return fmt.Errorf("--role must be admin, member or reader, not %q", *role)
+	}
+	st, err := open()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	now := float64(time.Now().UnixMicro()) / 1e6
+	switch sub {
+	case "create-org":
+		if fs.NArg() != 1 {
+			return errors.New("usage: veritrail admin create-org NAME")
+		}
+		if _, err := st.OrgByName(ctx, fs.Arg(0)); err == nil {
+			return fmt.Errorf("organization %q already exists", fs.Arg(0))
+		}
+		if _, err := app.EnsureOrg(ctx, st, fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Printf("created organization %s\n", fs.Arg(0))
+	case "create-user":
+		if fs.NArg() != 1 {
+			return errors.New("usage: veritrail admin create-user NAME [--display-name D]")
+		}
+		d := *display
+		if d == "" {
+			d = fs.Arg(0)
+		}
+		if err := st.CreateUser(ctx, store.User{ID: uuid.NewString(), Name: fs.Arg(0), DisplayName: d, CreatedAt: now}); err != nil {
+			return err
+		}
+		fmt.Printf("created user %s\n", fs.Arg(0))
+	case "add-member":
+		if fs.NArg() != 2 {
+			return errors.New("usage: veritrail admin add-member USER ORG [--role R]")
+		}
+		u, err := userByName(ctx, st, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		o, err := st.OrgByName(ctx, fs.Arg(1))
+		if err != nil {
+			return fmt.Errorf("organization %q: %w", fs.Arg(1), err)
+		}
+		if err := st.AddMember(ctx, u.ID, o.ID, r); err != nil {
+			return err
+		}
+		fmt.Printf("%s is now %s of %s\n", fs.Arg(0), r, fs.Arg(1))
+	case "create-key":
+		s := *secret
+		if s == "" {
+			s = app.NewSecret()
+		}
+		switch {
+		case *org != "" && *user == "":
+			o, err := st.OrgByName(ctx, *org)
+			if err != nil {
+				return fmt.Errorf("organization %q: %w", *org, err)
+			}
+			n := *name
+			if n == "" {
+				n = "api-key"
+			}
+			if err := app.CreateOrgKey(ctx, st, o, n, r, s); err != nil {
+				return err
+			}
+		case *user != "" && *org == "":
+			u, err := userByName(ctx, st, *user)
+			if err != nil {
+				return err
+			}
+			if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(s), UserID: u.ID, Name: u.DisplayName,
+				Role: store.RoleReader}); err != nil {
+				return err
+			}
+		default:
+			return errors.New("create-key needs exactly one of --org or --user")
+		}
+		fmt.Println(s)
+	default:
+		fmt.Fprint(os.Stderr, adminUsage)
+		return fmt.Errorf("unknown admin subcommand %q", sub)
+	}
+	return nil
+}
+
+func userByName(ctx context.Context, st store.Store, name string) (store.User, error) {
+	u, err := st.UserByName(ctx, name)
+	if err != nil {
+		return u, fmt.Errorf("user %q: %w", name, err)
+	}
+	return u, nil
+}

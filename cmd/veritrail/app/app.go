@@ -1,0 +1,285 @@
+// Package app is Veritrail's composition root: the one place that knows which tiers a
+// process runs and which adapters they use. `serve` runs every tier on SQLite and the
+// embedded bus; `ingest` and `evaluate` run one tier each on Kafka and PostgreSQL.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/veritrail/veritrail/bus/kafkabus"
+	"github.com/veritrail/veritrail/bus/sqlitebus"
+	"github.com/veritrail/veritrail/evaluate"
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/template"
+)
+
+// EvaluatorGroup is the consumer group of the evaluate tier.
+const EvaluatorGroup = "veritrail-evaluate"
+
+// Config is the configuration of every tier, one section each.
+type Config struct {
+	// Addr is where the HTTP API listens (serve, ingest).
+	Addr string
+	// DataDir holds the embedded mode's state, bus and attachments.
+	DataDir string
+	// Postgres is the store of the distributed mode.
+	Postgres string
+	Kafka    kafkabus.Config
+	Ingest   ingest.Config
+	// BootstrapOrg and BootstrapToken create an organization and an admin key at first start.
+	BootstrapOrg   string
+	BootstrapToken string
+	Log            *slog.Logger
+}
+
+// Running is a started process: its API (when it serves one) and how to stop it.
+type Running struct {
+	API     *ingest.API
+	Addr    string // the address actually listened on
+	Store   store.Store
+	stop    context.CancelFunc
+	group   *errgroup.Group
+	closers []func() error
+}
+
+// Wait blocks until the process stops and returns the first error that stopped it.
+func (r *Running) Wait() error { return r.group.Wait() }
+
+// Close stops every tier and releases the adapters.
+func (r *Running) Close() error {
+	r.stop()
+	err := r.group.Wait()
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		err = errors.Join(err, r.closers[i]())
+	}
+	return err
+}
+
+func (r *Running) onClose(f func() error) { r.closers = append(r.closers, f) }
+
+func newRunning(ctx context.Context) (*Running, context.Context) {
+	ctx, stop := context.WithCancel(ctx)
+	g, ctx := errgroup.WithContext(ctx)
+	return &Running{stop: stop, group: g}, ctx
+}
+
+// StartEmbedded runs every tier in this process on the data directory: SQLite state, the
+// SQLite bus and attachments on disk.
+func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
+	log := logger(cfg)
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	r, ctx := newRunning(ctx)
+	fail := func(err error) (*Running, error) {
+		_ = r.Close()
+		return nil, err
+	}
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "state.db"))
+	if err != nil {
+		return fail(err)
+	}
+	r.Store = st
+	r.onClose(st.Close)
+	busDB, err := sqlitebus.Open(filepath.Join(cfg.DataDir, "bus.db"))
+	if err != nil {
+		return fail(err)
+	}
+	r.onClose(busDB.Close)
+	wlog := watermill.NewSlogLogger(log)
+	// One process owns the embedded bus: a short lease lets a restarted process resume quickly
+	// after a crash left a message in flight.
+	bus, err := sqlitebus.New(busDB, sqlitebus.Config{LeaseDuration: 3 * time.Second}, wlog)
+	if err != nil {
+		return fail(err)
+	}
+	r.onClose(bus.Close)
+	pub, err := bus.Publisher()
+	if err != nil {
+		return fail(err)
+	}
+	sub, err := bus.Subscriber(EvaluatorGroup)
+	if err != nil {
+		return fail(err)
+	}
+	bl, err := blobs.NewDir(filepath.Join(cfg.DataDir, "blobs"))
+	if err != nil {
+		return fail(err)
+	}
+	if err := bootstrap(ctx, st, cfg, true, os.Stdout); err != nil {
+		return fail(err)
+	}
+	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log})
+	r.API = api
+	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
+		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Tracker().Notify,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if err := runEvaluator(ctx, r, ev, sub, wlog); err != nil {
+		return fail(err)
+	}
+	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+// StartIngest runs the ingest tier on Kafka and PostgreSQL.
+func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
+	log := logger(cfg)
+	r, ctx := newRunning(ctx)
+	fail := func(err error) (*Running, error) {
+		_ = r.Close()
+		return nil, err
+	}
+	st, bl, err := openPostgres(ctx, r, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if err := kafkabus.EnsureTopics(ctx, cfg.Kafka, contract.TopicEvidence); err != nil {
+		return fail(err)
+	}
+	pub, err := kafkabus.NewPublisher(cfg.Kafka, watermill.NewSlogLogger(log))
+	if err != nil {
+		return fail(err)
+	}
+	r.onClose(pub.Close)
+	if err := bootstrap(ctx, st, cfg, false, os.Stdout); err != nil {
+		return fail(err)
+	}
+	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log})
+	r.API = api
+	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+// StartEvaluate runs the evaluate tier on Kafka and PostgreSQL.
+func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
+	log := logger(cfg)
+	r, ctx := newRunning(ctx)
+	fail := func(err error) (*Running, error) {
+		_ = r.Close()
+		return nil, err
+	}
+	st, _, err := openPostgres(ctx, r, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if err := kafkabus.EnsureTopics(ctx, cfg.Kafka, contract.TopicEvidence); err != nil {
+		return fail(err)
+	}
+	kcfg := cfg.Kafka
+	if kcfg.ConsumerGroup == "" {
+		kcfg.ConsumerGroup = EvaluatorGroup
+	}
+	wlog := watermill.NewSlogLogger(log)
+	sub, err := kafkabus.NewSubscriber(kcfg, wlog)
+	if err != nil {
+		return fail(err)
+	}
+	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log})
+	if err != nil {
+		return fail(err)
+	}
+	if err := runEvaluator(ctx, r, ev, sub, wlog); err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+func openPostgres(ctx context.Context, r *Running, cfg Config) (*sqlstore.Store, blobs.Store, error) {
+	if cfg.Postgres == "" {
+		return nil, nil, errors.New("the distributed mode needs --postgres (VERITRAIL_POSTGRES)")
+	}
+	st, err := sqlstore.OpenPostgres(ctx, cfg.Postgres)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Store = st
+	r.onClose(st.Close)
+	bl, err := blobs.NewSQL(ctx, st.DB())
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, bl, nil
+}
+
+// runEvaluator consumes the evidence topic through a watermill router (which owns acks,
+// retries and panic recovery) and runs the evaluation loop beside it.
+func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub message.Subscriber, wlog watermill.LoggerAdapter) error {
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
+	if err != nil {
+		return fmt.Errorf("evaluate router: %w", err)
+	}
+	router.AddMiddleware(
+		middleware.Recoverer,
+		middleware.Retry{MaxRetries: 5, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second, Multiplier: 2, Logger: wlog}.Middleware,
+	)
+	router.AddConsumerHandler("evaluate", contract.TopicEvidence, sub, ev.Handle)
+	r.onClose(sub.Close)
+	r.group.Go(func() error { return ev.Run(ctx) })
+	r.group.Go(func() error {
+		err := router.Run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	})
+	select {
+	case <-router.Running():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func serveHTTP(ctx context.Context, r *Running, addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	r.Addr = ln.Addr().String()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	r.group.Go(func() error {
+		log.Info("veritrail: serving HTTP", "addr", r.Addr)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	r.group.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	return nil
+}
+
+func logger(cfg Config) *slog.Logger {
+	if cfg.Log != nil {
+		return cfg.Log
+	}
+	return slog.Default()
+}

@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest"
+)
+
+// DefaultOrg is the organization `serve` creates when nothing else is configured.
+const DefaultOrg = "default"
+
+// NewSecret makes an API key secret: 32 random bytes, URL-safe.
+func NewSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return "vt_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func unixNow() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
+
+// bootstrap makes the first organization and admin key. With VERITRAIL_BOOTSTRAP_ORG and
+// _TOKEN it ensures exactly those (idempotent across restarts); with neither and fresh is
+// set (serve), it creates the default organization once and prints its new key.
+func bootstrap(ctx context.Context, st store.Store, cfg Config, fresh bool, out io.Writer) error {
+	if cfg.BootstrapOrg == "" && cfg.BootstrapToken == "" {
+		if !fresh {
+			return nil
+		}
+		if _, err := st.OrgByName(ctx, DefaultOrg); err == nil {
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+		org, err := EnsureOrg(ctx, st, DefaultOrg)
+		if err != nil {
+			return err
+		}
+		secret := NewSecret()
+		if err := CreateOrgKey(ctx, st, org, "admin", store.RoleAdmin, secret); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nVeritrail created organization %q and an admin API key. It is shown only this once:\n\n"+
+			"  export KOSLI_ORG=%s KOSLI_API_TOKEN=%s\n\n", DefaultOrg, DefaultOrg, secret)
+		return nil
+	}
+	if cfg.BootstrapOrg == "" || cfg.BootstrapToken == "" {
+		return errors.New("bootstrap: set both VERITRAIL_BOOTSTRAP_ORG and VERITRAIL_BOOTSTRAP_TOKEN, or neither")
+	}
+	org, err := EnsureOrg(ctx, st, cfg.BootstrapOrg)
+	if err != nil {
+		return err
+	}
+	k, err := st.KeyByHash(ctx, ingest.HashKey(cfg.BootstrapToken))
+	switch {
+	case err == nil:
+		if k.OrgID != org.ID {
+			return fmt.Errorf("bootstrap: the bootstrap token already belongs to another organization")
+		}
+		return nil
+	case !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return CreateOrgKey(ctx, st, org, "admin", store.RoleAdmin, cfg.BootstrapToken)
+}
+
+// EnsureOrg returns the organization, creating it if missing.
+func EnsureOrg(ctx context.Context, st store.Store, name string) (store.Org, error) {
+	org, err := st.OrgByName(ctx, name)
+	if err == nil {
+		return org, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return org, fmt.Errorf("look up organization %s: %w", name, err)
+	}
+	org = store.Org{ID: uuid.NewString(), Name: name, CreatedAt: unixNow()}
+	if err := st.CreateOrg(ctx, org); err != nil {
+		if errors.Is(err, store.ErrConflict) { // created concurrently by another process
+			return st.OrgByName(ctx, name)
+		}
+		return org, fmt.Errorf("create organization %s: %w", name, err)
+	}
+	return org, nil
+}
+
+// CreateOrgKey stores an organization key for secret (only its hash is kept).
+func CreateOrgKey(ctx context.Context, st store.Store, org store.Org, name string, role store.Role, secret string) error {
+	err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(secret), OrgID: org.ID, Name: name,
+		Role: role, CreatedAt: unixNow()})
+	if errors.Is(err, store.ErrConflict) {
+		return errors.New("create key: that secret is already in use")
+	}
+	return err
+}

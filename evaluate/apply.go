@@ -1,0 +1,281 @@
+package evaluate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+)
+
+// ErrPermanent marks a message that can never be applied (it is set aside, not retried).
+var ErrPermanent = errors.New("permanent")
+
+func permanent(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrPermanent, fmt.Sprintf(format, args...))
+}
+
+// apply folds one message into the store inside tx and returns the trail it touched ("" if
+// none), which then needs evaluating. It is deterministic given the store state, so a
+// redelivered message that slipped past the Applied check would still converge.
+func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID string, err error) {
+	switch e.Kind {
+	case contract.KindFlowUpserted:
+		return "", applyFlow(ctx, tx, e)
+	case contract.KindFlowRenamed:
+		r := e.FlowRename
+		if r == nil {
+			return "", permanent("flow rename without body")
+		}
+		if err := tx.RenameFlow(ctx, e.OrgID, r.FlowID, r.NewName, e.At); err != nil {
+			return "", classify(err)
+		}
+		return "", nil
+	case contract.KindFlowArchived:
+		if e.FlowArchive == nil {
+			return "", permanent("flow archive without body")
+		}
+		err := tx.ArchiveFlow(ctx, e.OrgID, e.FlowArchive.FlowID, e.At)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", nil // archived already: nothing left to do
+		}
+		return "", err
+	case contract.KindTrailBegun:
+		return applyTrail(ctx, tx, e)
+	case contract.KindArtifactReported:
+		return applyArtifact(ctx, tx, e)
+	case contract.KindAttestationReported:
+		return applyAttestation(ctx, tx, e)
+	case contract.KindCustomTypeCreated:
+		return "", applyCustomType(ctx, tx, e)
+	case contract.KindCustomTypeArchived:
+		if e.TypeArchive == nil {
+			return "", permanent("custom type archive without body")
+		}
+		err := tx.ArchiveCustomType(ctx, e.OrgID, e.TypeArchive.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", nil
+		}
+		return "", err
+	}
+	return "", permanent("unknown message kind %q", e.Kind)
+}
+
+// classify turns store outcomes that retrying cannot change into permanent errors.
+func classify(err error) error {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("%w: %w", ErrPermanent, err)
+	}
+	return err
+}
+
+func applyFlow(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+	f := e.Flow
+	if f == nil {
+		return permanent("flow upsert without body")
+	}
+	if err := tx.PutTemplate(ctx, f.TemplateID, f.Template); err != nil {
+		return err
+	}
+	_, err := tx.UpsertFlow(ctx, store.Flow{
+		ID: f.ID, OrgID: e.OrgID, Name: f.Name, Description: f.Description, Visibility: f.Visibility,
+		TemplateID: f.TemplateID, CreatedAt: e.At, LastModifiedAt: e.At,
+	})
+	return err
+}
+
+func applyTrail(ctx context.Context, tx store.Tx, e *contract.Envelope) (string, error) {
+	b := e.Trail
+	if b == nil {
+		return "", permanent("trail begin without body")
+	}
+	flow, err := tx.FlowByID(ctx, e.OrgID, b.FlowID)
+	if err != nil {
+		return "", classify(err)
+	}
+	if b.Template != "" {
+		if err := tx.PutTemplate(ctx, b.TemplateID, b.Template); err != nil {
+			return "", err
+		}
+	}
+	tr := store.Trail{
+		ID: b.ID, OrgID: e.OrgID, FlowID: flow.ID, Name: b.Name, TemplateID: flow.TemplateID,
+		Description: b.Description, GitCommitInfo: b.GitCommitInfo, RepoInfo: b.RepoInfo, OriginURL: b.OriginURL,
+		ExternalURLs: b.ExternalURLs, UserData: b.UserData, CreatedBy: e.Actor.Name, CreatedAt: e.At, LastModifiedAt: e.At,
+	}
+	existing, err := tx.TrailByName(ctx, flow.ID, b.Name)
+	switch {
+	case err == nil:
+		// An update keeps what the new request does not say.
+		tr.ID, tr.TemplateID = existing.ID, existing.TemplateID
+		if tr.Description == nil {
+			tr.Description = existing.Description
+		}
+		tr.GitCommitInfo = orRaw(tr.GitCommitInfo, existing.GitCommitInfo)
+		tr.RepoInfo = orRaw(tr.RepoInfo, existing.RepoInfo)
+		tr.ExternalURLs = orRaw(tr.ExternalURLs, existing.ExternalURLs)
+		tr.UserData = orRaw(tr.UserData, existing.UserData)
+		if tr.OriginURL == nil {
+			tr.OriginURL = existing.OriginURL
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return "", err
+	}
+	if b.Template != "" {
+		tr.TemplateID = b.TemplateID
+	}
+	created, err := tx.UpsertTrail(ctx, tr)
+	if err != nil {
+		return "", err
+	}
+	typ := "trail_updated"
+	if created {
+		typ = "trail_reported"
+	}
+	ev := map[string]any{"type": typ, "timestamp": e.At, "user": e.Actor.Name, "template_id": tr.TemplateID}
+	if len(tr.GitCommitInfo) > 0 {
+		ev["git_commit_info"] = tr.GitCommitInfo
+	}
+	if err := appendEvent(ctx, tx, tr.ID, e.At, ev); err != nil {
+		return "", err
+	}
+	return tr.ID, nil
+}
+
+func orRaw(v, fallback json.RawMessage) json.RawMessage {
+	if len(v) == 0 || string(v) == "null" {
+		return fallback
+	}
+	return v
+}
+
+func appendEvent(ctx context.Context, tx store.Tx, trailID string, at float64, ev map[string]any) error {
+	doc, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode trail event: %w", err)
+	}
+	return tx.AppendTrailEvent(ctx, store.TrailEvent{TrailID: trailID, Doc: doc}, at)
+}
+
+// trailFor finds the trail a report names, creating it from the flow's template when an
+// artifact is reported to a trail that was never begun (the legacy report flow does that).
+func trailFor(ctx context.Context, tx store.Tx, e *contract.Envelope, flowID, name string, create bool) (store.Trail, error) {
+	tr, err := tx.TrailByName(ctx, flowID, name)
+	if err == nil || !errors.Is(err, store.ErrNotFound) || !create {
+		return tr, classify(err)
+	}
+	flow, err := tx.FlowByID(ctx, e.OrgID, flowID)
+	if err != nil {
+		return tr, classify(err)
+	}
+	tr = store.Trail{ID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(e.ID)).String(), OrgID: e.OrgID, FlowID: flowID, Name: name, TemplateID: flow.TemplateID,
+		CreatedBy: e.Actor.Name, CreatedAt: e.At, LastModifiedAt: e.At}
+	if _, err := tx.UpsertTrail(ctx, tr); err != nil {
+		return tr, err
+	}
+	return tr, appendEvent(ctx, tx, tr.ID, e.At, map[string]any{"type": "trail_reported", "timestamp": e.At, "user": e.Actor.Name})
+}
+
+func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (string, error) {
+	a := e.Artifact
+	if a == nil {
+		return "", permanent("artifact report without body")
+	}
+	tr, err := trailFor(ctx, tx, e, a.FlowID, a.TrailName, true)
+	if err != nil {
+		return "", err
+	}
+	var rep struct {
+		Filename  string `json:"filename"`
+		GitCommit string `json:"git_commit"`
+		RepoInfo  struct {
+			Name string `json:"name"`
+		} `json:"repo_info"`
+	}
+	if err := json.Unmarshal(a.Report, &rep); err != nil {
+		return "", permanent("artifact report body: %v", err)
+	}
+	err = tx.InsertArtifact(ctx, store.Artifact{
+		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: tr.ID, Fingerprint: a.Fingerprint, TemplateName: a.TemplateName,
+		Filename: rep.Filename, GitCommit: rep.GitCommit, RepoName: rep.RepoInfo.Name, Report: a.Report,
+		ReportedBy: e.Actor.Name, CreatedAt: e.At,
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := tx.TouchTrail(ctx, tr.ID, e.At); err != nil {
+		return "", err
+	}
+	return tr.ID, appendEvent(ctx, tx, tr.ID, e.At, map[string]any{
+		"type": "artifact_creation_reported", "timestamp": e.At, "user": e.Actor.Name, "artifact_id": a.ID,
+		"fingerprint": a.Fingerprint, "filename": rep.Filename, "template_reference_name": a.TemplateName,
+	})
+}
+
+func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (string, error) {
+	a := e.Attestation
+	if a == nil {
+		return "", permanent("attestation without body")
+	}
+	tr, err := trailFor(ctx, tx, e, a.FlowID, a.TrailName, false)
+	if err != nil {
+		return "", err
+	}
+	rec := store.Attestation{
+		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: tr.ID, Name: a.Name, Type: a.Type, IsCompliant: a.IsCompliant,
+		ArtifactFingerprint: a.ArtifactFingerprint, TargetArtifact: a.TargetArtifact, Data: a.Data,
+		ReportedBy: e.Actor.Name, CreatedAt: e.At,
+	}
+	if a.Overrides != nil {
+		rec.OverridesID, rec.OverrideReason = a.Overrides.AttestationID, a.Overrides.Reason
+	}
+	if a.Evidence != nil {
+		rec.EvidenceSHA256, rec.EvidenceName = a.Evidence.SHA256, a.Evidence.Filename
+	}
+	if err := tx.InsertAttestation(ctx, rec); err != nil {
+		return "", err
+	}
+	if err := tx.TouchTrail(ctx, tr.ID, e.At); err != nil {
+		return "", err
+	}
+	typ := "trail_attestation_reported"
+	if a.ArtifactFingerprint != "" || a.TargetArtifact != "" {
+		typ = "artifact_attestation_reported"
+	}
+	ev := map[string]any{"type": typ, "timestamp": e.At, "user": e.Actor.Name, "attestation_id": a.ID,
+		"attestation_name": a.Name, "attestation_type": a.Type, "is_compliant": a.IsCompliant}
+	if a.ArtifactFingerprint != "" {
+		ev["artifact_fingerprint"] = a.ArtifactFingerprint
+	}
+	if a.TargetArtifact != "" {
+		ev["template_reference_name"] = a.TargetArtifact
+	}
+	if a.Overrides != nil {
+		ev["type"] = "attestation_overridden"
+		ev["overridden_attestation_id"] = a.Overrides.AttestationID
+		ev["reason"] = a.Overrides.Reason
+	}
+	return tr.ID, appendEvent(ctx, tx, tr.ID, e.At, ev)
+}
+
+func applyCustomType(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+	c := e.CustomType
+	if c == nil {
+		return permanent("custom type without body")
+	}
+	version := 1
+	existing, err := tx.CustomType(ctx, e.OrgID, c.Name)
+	switch {
+	case err == nil:
+		version = len(existing.Versions) + 1
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	return tx.PutCustomTypeVersion(ctx, e.OrgID, c.Name, c.Description, store.CustomTypeVersion{
+		Version: version, Schema: c.Schema, Rules: c.Rules, CreatedBy: e.Actor.Name, CreatedAt: e.At,
+	})
+}

@@ -1,0 +1,250 @@
+// Package evaluate is the evaluate tier: it applies each evidence message from the bus to the
+// store (the only writer of evidence) and recomputes the compliance of the trails it touched.
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/template"
+)
+
+// Config tunes the evaluator.
+type Config struct {
+	// TemplateCacheSize bounds the parsed templates kept in memory.
+	TemplateCacheSize int
+}
+
+// Deps are what the evaluator needs.
+type Deps struct {
+	Store  store.Store
+	Engine *template.Engine
+	Log    *slog.Logger
+	// Evaluated is called after each evaluation round commits (and after messages that touch
+	// no trail), so an in-process read-your-writes waiter can look again at once. May be nil.
+	Evaluated func()
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Evaluator applies messages and evaluates dirty trails. Apply and evaluation are separate
+// steps so that a burst of messages for one trail is evaluated once, not once per message.
+type Evaluator struct {
+	d         Deps
+	templates *lru.Cache[string, *template.Template]
+
+	mu    sync.Mutex
+	dirty map[string]struct{}
+	wake  chan struct{}
+}
+
+// New builds an evaluator.
+func New(cfg Config, d Deps) (*Evaluator, error) {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if cfg.TemplateCacheSize <= 0 {
+		cfg.TemplateCacheSize = 1024
+	}
+	templates, err := lru.New[string, *template.Template](cfg.TemplateCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: template cache: %w", err)
+	}
+	return &Evaluator{
+		d:         d,
+		templates: templates,
+		dirty:     map[string]struct{}{},
+		wake:      make(chan struct{}, 1),
+	}, nil
+}
+
+// Handle applies one bus message in one transaction. Redelivered messages are skipped. A
+// message that can never apply is logged and acknowledged so it does not block its partition;
+// any other error is returned so the router retries it.
+func (e *Evaluator) Handle(msg *message.Message) error {
+	env, err := contract.Unmarshal(msg.Payload)
+	if err != nil {
+		e.d.Log.Error("evaluate: dropping undecodable message", "uuid", msg.UUID, "err", err)
+		return nil
+	}
+	var trailID string
+	err = e.d.Store.Update(msg.Context(), func(tx store.Tx) error {
+		done, err := tx.Applied(msg.Context(), env.ID)
+		if err != nil || done {
+			return err
+		}
+		trailID, err = apply(msg.Context(), tx, env)
+		if err != nil {
+			return err
+		}
+		if trailID != "" {
+			if err := tx.MarkDirty(msg.Context(), trailID); err != nil {
+				return err
+			}
+		}
+		return tx.MarkApplied(msg.Context(), env.ID, trailID, e.now())
+	})
+	if errors.Is(err, ErrPermanent) {
+		e.d.Log.Error("evaluate: message cannot be applied; acknowledged without effect",
+			"id", env.ID, "kind", env.Kind, "org", env.OrgID, "err", err)
+		return e.markApplied(msg.Context(), env.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("evaluate: apply %s %s: %w", env.Kind, env.ID, err)
+	}
+	if trailID == "" {
+		e.notify()
+		return nil
+	}
+	e.markDirty(trailID)
+	return nil
+}
+
+// markApplied records a permanently failed message as applied so read-your-writes waiters do not hang on it.
+func (e *Evaluator) markApplied(ctx context.Context, id string) error {
+	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
+		done, err := tx.Applied(ctx, id)
+		if err != nil || done {
+			return err
+		}
+		return tx.MarkApplied(ctx, id, "", e.now())
+	})
+	e.notify()
+	return err
+}
+
+func (e *Evaluator) now() float64 {
+	return float64(e.d.Now().UnixMicro()) / 1e6
+}
+
+func (e *Evaluator) notify() {
+	if e.d.Evaluated != nil {
+		e.d.Evaluated()
+	}
+}
+
+func (e *Evaluator) markDirty(trailID string) {
+	e.mu.Lock()
+	e.dirty[trailID] = struct{}{}
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run evaluates dirty trails until ctx ends. It first picks up trails left dirty by a
+// previous process (a crash between apply and evaluation).
+func (e *Evaluator) Run(ctx context.Context) error {
+	left, err := e.d.Store.DirtyTrails(ctx)
+	if err != nil {
+		return fmt.Errorf("evaluate: load dirty trails: %w", err)
+	}
+	for _, id := range left {
+		e.markDirty(id)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.wake:
+		}
+		e.mu.Lock()
+		batch := e.dirty
+		e.dirty = make(map[string]struct{}, len(batch))
+		e.mu.Unlock()
+		for id := range batch {
+			if err := e.EvaluateTrail(ctx, id); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				e.d.Log.Error("evaluate: trail evaluation failed; will retry", "trail", id, "err", err)
+				e.retryLater(ctx, id)
+			}
+		}
+		e.notify()
+	}
+}
+
+func (e *Evaluator) retryLater(ctx context.Context, id string) {
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+			e.markDirty(id)
+		}
+	}()
+}
+
+// EvaluateTrail recomputes one trail's compliance from the store and clears the dirt it saw.
+func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
+	return e.d.Store.Update(ctx, func(tx store.Tx) error {
+		gen, err := tx.DirtyGeneration(ctx, trailID)
+		if err != nil {
+			return err
+		}
+		tr, err := tx.TrailByID(ctx, trailID)
+		if errors.Is(err, store.ErrNotFound) {
+			return tx.ClearDirty(ctx, trailID, gen)
+		}
+		if err != nil {
+			return err
+		}
+		tmpl, err := e.templateOf(ctx, tx, tr.TemplateID)
+		if err != nil {
+			return err
+		}
+		atts, err := tx.TrailAttestations(ctx, trailID)
+		if err != nil {
+			return err
+		}
+		arts, err := tx.TrailArtifacts(ctx, trailID)
+		if err != nil {
+			return err
+		}
+		res, err := e.d.Engine.Evaluate(ctx, tmpl, trailInput(atts, arts))
+		if err != nil {
+			return fmt.Errorf("evaluate trail %s: %w", trailID, err)
+		}
+		at := e.now()
+		doc, states, err := complianceDoc(res, tmpl.ID, at, arts)
+		if err != nil {
+			return err
+		}
+		if err := tx.SaveCompliance(ctx, trailID, res.State, doc, at, states); err != nil {
+			return err
+		}
+		return tx.ClearDirty(ctx, trailID, gen)
+	})
+}
+
+func (e *Evaluator) templateOf(ctx context.Context, r store.Reader, id string) (*template.Template, error) {
+	if t, ok := e.templates.Get(id); ok {
+		return t, nil
+	}
+	content := ""
+	if id != "" {
+		var err error
+		if content, err = r.Template(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	t, err := template.Parse([]byte(content))
+	if err != nil {
+		return nil, fmt.Errorf("stored template %s no longer parses: %w", id, err)
+	}
+	e.templates.Add(id, t)
+	return t, nil
+}

@@ -1,0 +1,104 @@
+// Package sqlstore implements store.Store on database/sql for SQLite (modernc.org/sqlite, the
+// embedded mode) and PostgreSQL (pgx, the distributed mode). The two differ only in DDL and
+// placeholders, so one implementation with a small dialect keeps them from drifting apart.
+package sqlstore
+
+import (
+	"strconv"
+	"strings"
+)
+
+type dialect struct {
+	name     string
+	numbered bool   // $1, $2 ... instead of ?
+	serial   string // auto-increment primary key column type
+	blob     string
+}
+
+var (
+	sqliteDialect   = dialect{name: "sqlite", serial: "INTEGER PRIMARY KEY AUTOINCREMENT", blob: "BLOB"}
+	postgresDialect = dialect{name: "postgres", numbered: true, serial: "BIGSERIAL PRIMARY KEY", blob: "BYTEA"}
+)
+
+// rebind turns ? placeholders into the dialect's form. Queries in this package never contain
+// a literal question mark.
+func (d dialect) rebind(q string) string {
+	if !d.numbered {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (d dialect) schema() []string {
+	r := strings.NewReplacer("{{serial}}", d.serial, "{{blob}}", d.blob)
+	out := make([]string, len(schemaStatements))
+	for i, s := range schemaStatements {
+		out[i] = r.Replace(s)
+	}
+	return out
+}
+
+// schemaStatements create the tables if missing. Booleans are INTEGER 0/1 and JSON is TEXT in
+// both dialects so that scanning code is shared.
+var schemaStatements = []string{
+	`CREATE TABLE IF NOT EXISTS orgs (
+		id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, public INTEGER NOT NULL DEFAULT 0, created_at DOUBLE PRECISION NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS users (
+		id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, display_name TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS memberships (
+		user_id TEXT NOT NULL, org_id TEXT NOT NULL, role TEXT NOT NULL, PRIMARY KEY (user_id, org_id))`,
+	`CREATE TABLE IF NOT EXISTS api_keys (
+		id TEXT PRIMARY KEY, hash {{blob}} NOT NULL UNIQUE, org_id TEXT NOT NULL DEFAULT '', user_id TEXT NOT NULL DEFAULT '',
+		name TEXT NOT NULL, role TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+		revoked INTEGER NOT NULL DEFAULT 0)`,
+	`CREATE TABLE IF NOT EXISTS templates (id TEXT PRIMARY KEY, content TEXT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS flows (
+		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, visibility TEXT NOT NULL,
+		template_id TEXT NOT NULL, tags TEXT NOT NULL, repo_url TEXT NOT NULL DEFAULT '', archived INTEGER NOT NULL DEFAULT 0,
+		created_at DOUBLE PRECISION NOT NULL, last_modified_at DOUBLE PRECISION NOT NULL, UNIQUE (org_id, name))`,
+	`CREATE TABLE IF NOT EXISTS trails (
+		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, flow_id TEXT NOT NULL, name TEXT NOT NULL, doc TEXT NOT NULL,
+		template_id TEXT NOT NULL, created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+		last_modified_at DOUBLE PRECISION NOT NULL, state TEXT NOT NULL, compliance TEXT NOT NULL,
+		evaluated_at DOUBLE PRECISION NOT NULL DEFAULT 0, UNIQUE (flow_id, name))`,
+	`CREATE INDEX IF NOT EXISTS trails_org ON trails (org_id, created_at)`,
+	`CREATE TABLE IF NOT EXISTS artifacts (
+		seq {{serial}}, id TEXT NOT NULL UNIQUE, org_id TEXT NOT NULL, flow_id TEXT NOT NULL, trail_id TEXT NOT NULL,
+		fingerprint TEXT NOT NULL, template_name TEXT NOT NULL, filename TEXT NOT NULL, git_commit TEXT NOT NULL,
+		repo_name TEXT NOT NULL, report TEXT NOT NULL, reported_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+		state TEXT NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS artifacts_fp ON artifacts (org_id, fingerprint)`,
+	`CREATE INDEX IF NOT EXISTS artifacts_commit ON artifacts (org_id, git_commit)`,
+	`CREATE INDEX IF NOT EXISTS artifacts_trail ON artifacts (trail_id)`,
+	`CREATE TABLE IF NOT EXISTS attestations (
+		seq {{serial}}, id TEXT NOT NULL UNIQUE, org_id TEXT NOT NULL, flow_id TEXT NOT NULL, trail_id TEXT NOT NULL,
+		name TEXT NOT NULL, type TEXT NOT NULL, is_compliant INTEGER NOT NULL, artifact_fingerprint TEXT NOT NULL,
+		target_artifact TEXT NOT NULL, overrides_id TEXT NOT NULL, override_reason TEXT NOT NULL,
+		evidence_sha256 TEXT NOT NULL, evidence_name TEXT NOT NULL, data TEXT NOT NULL, reported_by TEXT NOT NULL,
+		created_at DOUBLE PRECISION NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS attestations_trail ON attestations (trail_id)`,
+	`CREATE INDEX IF NOT EXISTS attestations_org ON attestations (org_id, seq)`,
+	`CREATE TABLE IF NOT EXISTS trail_events (
+		seq {{serial}}, trail_id TEXT NOT NULL, doc TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS trail_events_trail ON trail_events (trail_id, seq)`,
+	`CREATE TABLE IF NOT EXISTS custom_types (
+		org_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, archived INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (org_id, name))`,
+	`CREATE TABLE IF NOT EXISTS custom_type_versions (
+		org_id TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, schema_json TEXT NOT NULL, rules TEXT NOT NULL,
+		created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (org_id, name, version))`,
+	`CREATE TABLE IF NOT EXISTS applied_messages (
+		id TEXT PRIMARY KEY, trail_id TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS dirty_trails (trail_id TEXT PRIMARY KEY, generation BIGINT NOT NULL)`,
+}

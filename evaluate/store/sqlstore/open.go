@@ -1,0 +1,68 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+)
+
+// OpenSQLite opens (creating if needed) the embedded store at path. Writes go through one
+// connection because SQLite has one writer anyway; reads use a pool. WAL with
+// synchronous=NORMAL keeps every committed transaction across a crash of the process.
+func OpenSQLite(ctx context.Context, path string) (*Store, error) {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	dsn := "file:" + path + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlstore: open %s for reading: %w", path, err)
+	}
+	r.SetMaxOpenConns(8)
+	s := &Store{d: sqliteDialect, w: w, r: r}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenPostgres opens the store at a PostgreSQL DSN (URL or key=value form accepted by pgx).
+func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlstore: connect postgres: %w", err)
+	}
+	s := &Store{d: postgresDialect, w: db, r: db}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	for _, stmt := range s.d.schema() {
+		if _, err := s.w.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
+		}
+	}
+	return nil
+}

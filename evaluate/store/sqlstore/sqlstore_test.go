@@ -1,0 +1,142 @@
+package sqlstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for creating schemas
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/evaluate/store/storetest"
+)
+
+// defaultPostgres is used when VERITRAIL_TEST_POSTGRES is unset.
+const defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+func TestSQLite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openSQLite(t, filepath.Join(t.TempDir(), "veritrail.db"))
+	})
+}
+
+func openSQLite(t *testing.T, path string) *sqlstore.Store {
+	t.Helper()
+	s, err := sqlstore.OpenSQLite(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// TestSQLiteReopen checks that committed data survives closing, and that opening an existing
+// database (migrating again) works.
+func TestSQLiteReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "veritrail.db")
+	s, err := sqlstore.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateOrg(ctx, store.Org{ID: "org-a", Name: "acme", CreatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.MarkApplied(ctx, "m-1", "", 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openSQLite(t, path)
+	if o, err := s.OrgByName(ctx, "acme"); err != nil || o.ID != "org-a" {
+		t.Errorf("OrgByName after reopen = %+v, %v", o, err)
+	}
+	if ok, err := s.Visible(ctx, []string{"m-1"}); err != nil || !ok {
+		t.Errorf("Visible after reopen = %v, %v", ok, err)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = defaultPostgres
+	}
+	admin := connectPostgres(t, dsn)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		schema := createSchema(t, admin)
+		s, err := sqlstore.OpenPostgres(context.Background(), withSearchPath(dsn, schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { // runs before the schema is dropped
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	})
+}
+
+// connectPostgres returns a connection for managing schemas. An unreachable server skips the
+// test, except in CI, which must never skip it silently.
+func connectPostgres(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL at VERITRAIL_TEST_POSTGRES is unreachable: %v", err)
+		}
+		t.Skipf("PostgreSQL unreachable (set VERITRAIL_TEST_POSTGRES): %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// createSchema creates a uniquely named schema, dropped when the test ends.
+func createSchema(t *testing.T, admin *sql.DB) string {
+	t.Helper()
+	b := make([]byte, 8)
+	rand.Read(b)
+	schema := "vt_test_" + hex.EncodeToString(b)
+	if _, err := admin.ExecContext(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// withSearchPath adds search_path, which pgx sends as a run-time parameter, to a URL or
+// key=value DSN.
+func withSearchPath(dsn, schema string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return strings.TrimSpace(dsn) + " search_path=" + schema
+}

@@ -1,0 +1,233 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+)
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Store is a store.Store on SQLite or PostgreSQL.
+type Store struct {
+	d dialect
+	w *sql.DB // writes (one connection on SQLite)
+	r *sql.DB // reads
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Close releases the connections.
+func (s *Store) Close() error {
+	err := s.w.Close()
+	if s.r != s.w {
+		err = errors.Join(err, s.r.Close())
+	}
+	return err
+}
+
+func (s *Store) reader() reads { return reads{d: s.d, q: s.r} }
+
+// Update runs fn in one transaction.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: begin: %w", err)
+	}
+	// Rolls back when fn fails or panics (a no-op after Commit); a panic must not leave the
+	// transaction open, which on SQLite would hold the only writer connection for good.
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(&txn{reads: reads{d: s.d, q: tx}}); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: commit: %w", err)
+	}
+	return nil
+}
+
+// DirtyTrails lists trails awaiting evaluation.
+func (s *Store) DirtyTrails(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT trail_id FROM dirty_trails`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: dirty trails: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlstore: dirty trails: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// --- Admin
+
+func (s *Store) exec(ctx context.Context, what, q string, args ...any) error {
+	if _, err := s.w.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
+		if isUnique(err) {
+			return fmt.Errorf("sqlstore: %s: %w", what, store.ErrConflict)
+		}
+		return fmt.Errorf("sqlstore: %s: %w", what, err)
+	}
+	return nil
+}
+
+func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
+	return s.exec(ctx, "create org", `INSERT INTO orgs (id, name, public, created_at) VALUES (?, ?, ?, ?)`,
+		o.ID, o.Name, b2i(o.Public), o.CreatedAt)
+}
+
+func (s *Store) CreateUser(ctx context.Context, u store.User) error {
+	return s.exec(ctx, "create user", `INSERT INTO users (id, name, display_name, created_at) VALUES (?, ?, ?, ?)`,
+		u.ID, u.Name, u.DisplayName, u.CreatedAt)
+}
+
+func (s *Store) AddMember(ctx context.Context, userID, orgID string, role store.Role) error {
+	return s.exec(ctx, "add member", `INSERT INTO memberships (user_id, org_id, role) VALUES (?, ?, ?)
+		ON CONFLICT (user_id, org_id) DO UPDATE SET role = excluded.role`, userID, orgID, string(role))
+}
+
+func (s *Store) CreateKey(ctx context.Context, k store.APIKey) error {
+	return s.exec(ctx, "create key", `INSERT INTO api_keys (id, hash, org_id, user_id, name, role, created_at, expires_at, revoked)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.Hash, k.OrgID, k.UserID, k.Name, string(k.Role), k.CreatedAt, k.ExpiresAt, b2i(k.Revoked))
+}
+
+// Reader methods on the Store delegate to the read pool.
+
+func (s *Store) OrgByName(ctx context.Context, name string) (store.Org, error) {
+	return s.reader().OrgByName(ctx, name)
+}
+func (s *Store) OrgByID(ctx context.Context, id string) (store.Org, error) {
+	return s.reader().OrgByID(ctx, id)
+}
+func (s *Store) KeyByHash(ctx context.Context, hash []byte) (store.APIKey, error) {
+	return s.reader().KeyByHash(ctx, hash)
+}
+func (s *Store) UserByID(ctx context.Context, id string) (store.User, error) {
+	return s.reader().UserByID(ctx, id)
+}
+func (s *Store) UserByName(ctx context.Context, name string) (store.User, error) {
+	return s.reader().UserByName(ctx, name)
+}
+func (s *Store) MemberRole(ctx context.Context, userID, orgID string) (store.Role, error) {
+	return s.reader().MemberRole(ctx, userID, orgID)
+}
+func (s *Store) UserOrgs(ctx context.Context, userID string) ([]store.Org, error) {
+	return s.reader().UserOrgs(ctx, userID)
+}
+func (s *Store) FlowByName(ctx context.Context, orgID, name string) (store.Flow, error) {
+	return s.reader().FlowByName(ctx, orgID, name)
+}
+func (s *Store) FlowByID(ctx context.Context, orgID, id string) (store.Flow, error) {
+	return s.reader().FlowByID(ctx, orgID, id)
+}
+func (s *Store) ListFlows(ctx context.Context, orgID string, f store.FlowFilter) ([]store.Flow, int, error) {
+	return s.reader().ListFlows(ctx, orgID, f)
+}
+func (s *Store) Template(ctx context.Context, id string) (string, error) {
+	return s.reader().Template(ctx, id)
+}
+func (s *Store) TrailByName(ctx context.Context, flowID, name string) (store.Trail, error) {
+	return s.reader().TrailByName(ctx, flowID, name)
+}
+func (s *Store) TrailByID(ctx context.Context, id string) (store.Trail, error) {
+	return s.reader().TrailByID(ctx, id)
+}
+func (s *Store) ListTrails(ctx context.Context, orgID string, f store.TrailFilter) ([]store.Trail, int, error) {
+	return s.reader().ListTrails(ctx, orgID, f)
+}
+func (s *Store) TrailEvents(ctx context.Context, trailID string) ([]store.TrailEvent, error) {
+	return s.reader().TrailEvents(ctx, trailID)
+}
+func (s *Store) TrailArtifacts(ctx context.Context, trailID string) ([]store.Artifact, error) {
+	return s.reader().TrailArtifacts(ctx, trailID)
+}
+func (s *Store) ArtifactsByPrefix(ctx context.Context, orgID, flowID, prefix string, limit int) ([]store.Artifact, error) {
+	return s.reader().ArtifactsByPrefix(ctx, orgID, flowID, prefix, limit)
+}
+func (s *Store) ArtifactsByCommit(ctx context.Context, orgID, flowID, sha string) ([]store.Artifact, error) {
+	return s.reader().ArtifactsByCommit(ctx, orgID, flowID, sha)
+}
+func (s *Store) ListArtifacts(ctx context.Context, orgID string, f store.ArtifactFilter) ([]store.Artifact, int, error) {
+	return s.reader().ListArtifacts(ctx, orgID, f)
+}
+func (s *Store) TrailAttestations(ctx context.Context, trailID string) ([]store.Attestation, error) {
+	return s.reader().TrailAttestations(ctx, trailID)
+}
+func (s *Store) AttestationByID(ctx context.Context, orgID, id string) (store.Attestation, error) {
+	return s.reader().AttestationByID(ctx, orgID, id)
+}
+func (s *Store) ListAttestations(ctx context.Context, orgID string, p store.Page) ([]store.Attestation, int, error) {
+	return s.reader().ListAttestations(ctx, orgID, p)
+}
+func (s *Store) CustomType(ctx context.Context, orgID, name string) (store.CustomType, error) {
+	return s.reader().CustomType(ctx, orgID, name)
+}
+func (s *Store) ListCustomTypes(ctx context.Context, orgID string) ([]store.CustomType, error) {
+	return s.reader().ListCustomTypes(ctx, orgID)
+}
+func (s *Store) Visible(ctx context.Context, ids []string) (bool, error) {
+	return s.reader().Visible(ctx, ids)
+}
+
+// --- helpers
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func isUnique(err error) bool {
+	msg := err.Error()
+	// SQLite: "UNIQUE constraint failed"; PostgreSQL: SQLSTATE 23505.
+	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "23505")
+}
+
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlstore: %s: %w", what, store.ErrNotFound)
+	}
+	return fmt.Errorf("sqlstore: %s: %w", what, err)
+}
+
+func nullJSON(b json.RawMessage) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return string(b)
+}
+
+func placeholders(n int) string {
+	if n == 0 {
+		return "NULL"
+	}
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func pageClause(p store.Page) string {
+	if p.PerPage <= 0 {
+		return ""
+	}
+	page := max(p.Page, 1)
+	return fmt.Sprintf(" LIMIT %d OFFSET %d", p.PerPage, (page-1)*p.PerPage)
+}
+
+// DB is the underlying write pool, for adapters that share the database (the blob store).
+func (s *Store) DB() *sql.DB { return s.w }

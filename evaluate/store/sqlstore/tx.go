@@ -1,0 +1,206 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+)
+
+// txn is one evaluator transaction; its reads see its own writes.
+type txn struct {
+	reads
+}
+
+func (t *txn) exec(ctx context.Context, what, q string, args ...any) (int64, error) {
+	res, err := t.q.ExecContext(ctx, t.d.rebind(q), args...)
+	if err != nil {
+		if isUnique(err) {
+			return 0, fmt.Errorf("sqlstore: %s: %w", what, store.ErrConflict)
+		}
+		return 0, fmt.Errorf("sqlstore: %s: %w", what, err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+func (t *txn) Applied(ctx context.Context, id string) (bool, error) {
+	n, err := t.count(ctx, "applied", `SELECT COUNT(*) FROM applied_messages WHERE id = ?`, id)
+	return n > 0, err
+}
+
+func (t *txn) MarkApplied(ctx context.Context, id, trailID string, at float64) error {
+	_, err := t.exec(ctx, "mark applied", `INSERT INTO applied_messages (id, trail_id, applied_at) VALUES (?, ?, ?)`, id, trailID, at)
+	return err
+}
+
+func (t *txn) PutTemplate(ctx context.Context, id, content string) error {
+	_, err := t.exec(ctx, "put template", `INSERT INTO templates (id, content) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, content)
+	return err
+}
+
+// UpsertFlow creates the flow, or updates the live (or archived, which it revives) flow of that name.
+func (t *txn) UpsertFlow(ctx context.Context, f store.Flow) (bool, error) {
+	tags, err := json.Marshal(nonNilTags(f.Tags))
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: flow tags: %w", err)
+	}
+	n, err := t.exec(ctx, "update flow", `UPDATE flows SET description = ?, visibility = ?, template_id = ?, archived = 0,
+		last_modified_at = ? WHERE org_id = ? AND name = ?`,
+		f.Description, f.Visibility, f.TemplateID, f.LastModifiedAt, f.OrgID, f.Name)
+	if err != nil || n > 0 {
+		return false, err
+	}
+	_, err = t.exec(ctx, "insert flow", `INSERT INTO flows (id, org_id, name, description, visibility, template_id, tags,
+		repo_url, archived, created_at, last_modified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`,
+		f.ID, f.OrgID, f.Name, f.Description, f.Visibility, f.TemplateID, string(tags), f.RepoURL, f.CreatedAt, f.LastModifiedAt)
+	return err == nil, err
+}
+
+func nonNilTags(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func (t *txn) RenameFlow(ctx context.Context, orgID, flowID, newName string, at float64) error {
+	n, err := t.exec(ctx, "rename flow", `UPDATE flows SET name = ?, last_modified_at = ? WHERE org_id = ? AND id = ?`, newName, at, orgID, flowID)
+	if err == nil && n == 0 {
+		return fmt.Errorf("sqlstore: rename flow %s: %w", flowID, store.ErrNotFound)
+	}
+	return err
+}
+
+// ArchiveFlow hides a flow. Its name gets a suffix so that the name can be used again.
+func (t *txn) ArchiveFlow(ctx context.Context, orgID, flowID string, at float64) error {
+	n, err := t.exec(ctx, "archive flow", `UPDATE flows SET archived = 1, name = name || ? , last_modified_at = ?
+		WHERE org_id = ? AND id = ? AND archived = 0`, "~archived~"+flowID, at, orgID, flowID)
+	if err == nil && n == 0 {
+		return fmt.Errorf("sqlstore: archive flow %s: %w", flowID, store.ErrNotFound)
+	}
+	return err
+}
+
+func marshalTrailDoc(tr store.Trail) (string, error) {
+	b, err := json.Marshal(trailDoc{
+		Description: tr.Description, GitCommitInfo: tr.GitCommitInfo, RepoInfo: tr.RepoInfo,
+		OriginURL: tr.OriginURL, ExternalURLs: tr.ExternalURLs, UserData: tr.UserData,
+	})
+	if err != nil {
+		return "", fmt.Errorf("sqlstore: trail doc: %w", err)
+	}
+	return string(b), nil
+}
+
+// UpsertTrail creates the trail or replaces its descriptive fields and template.
+func (t *txn) UpsertTrail(ctx context.Context, tr store.Trail) (bool, error) {
+	doc, err := marshalTrailDoc(tr)
+	if err != nil {
+		return false, err
+	}
+	n, err := t.exec(ctx, "update trail", `UPDATE trails SET doc = ?, template_id = ?, last_modified_at = ?
+		WHERE flow_id = ? AND name = ?`, doc, tr.TemplateID, tr.LastModifiedAt, tr.FlowID, tr.Name)
+	if err != nil || n > 0 {
+		return false, err
+	}
+	_, err = t.exec(ctx, "insert trail", `INSERT INTO trails (id, org_id, flow_id, name, doc, template_id, created_by,
+		created_at, last_modified_at, state, compliance, evaluated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)`,
+		tr.ID, tr.OrgID, tr.FlowID, tr.Name, doc, tr.TemplateID, tr.CreatedBy, tr.CreatedAt, tr.LastModifiedAt, "INCOMPLETE")
+	return err == nil, err
+}
+
+func (t *txn) TouchTrail(ctx context.Context, trailID string, at float64) error {
+	_, err := t.exec(ctx, "touch trail", `UPDATE trails SET last_modified_at = ? WHERE id = ?`, at, trailID)
+	return err
+}
+
+func (t *txn) InsertArtifact(ctx context.Context, a store.Artifact) error {
+	_, err := t.exec(ctx, "insert artifact", `INSERT INTO artifacts (id, org_id, flow_id, trail_id, fingerprint, template_name,
+		filename, git_commit, repo_name, report, reported_by, created_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ID, a.OrgID, a.FlowID, a.TrailID, a.Fingerprint, a.TemplateName, a.Filename, a.GitCommit, a.RepoName,
+		nullJSON(a.Report), a.ReportedBy, a.CreatedAt, "INCOMPLETE")
+	return err
+}
+
+func (t *txn) InsertAttestation(ctx context.Context, a store.Attestation) error {
+	_, err := t.exec(ctx, "insert attestation", `INSERT INTO attestations (id, org_id, flow_id, trail_id, name, type,
+		is_compliant, artifact_fingerprint, target_artifact, overrides_id, override_reason, evidence_sha256, evidence_name,
+		data, reported_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ID, a.OrgID, a.FlowID, a.TrailID, a.Name, a.Type, b2i(a.IsCompliant), a.ArtifactFingerprint, a.TargetArtifact,
+		a.OverridesID, a.OverrideReason, a.EvidenceSHA256, a.EvidenceName, nullJSON(a.Data), a.ReportedBy, a.CreatedAt)
+	return err
+}
+
+func (t *txn) AppendTrailEvent(ctx context.Context, e store.TrailEvent, at float64) error {
+	_, err := t.exec(ctx, "append trail event", `INSERT INTO trail_events (trail_id, doc, created_at) VALUES (?, ?, ?)`,
+		e.TrailID, string(e.Doc), at)
+	return err
+}
+
+func (t *txn) MarkDirty(ctx context.Context, trailID string) error {
+	// Generations come from the clock (and only ever grow) so that a row deleted and
+	// re-created never reuses a generation a slow evaluator elsewhere might still clear.
+	_, err := t.exec(ctx, "mark dirty", `INSERT INTO dirty_trails (trail_id, generation) VALUES (?, ?)
+		ON CONFLICT (trail_id) DO UPDATE SET generation = CASE WHEN dirty_trails.generation >= excluded.generation
+		THEN dirty_trails.generation + 1 ELSE excluded.generation END`, trailID, time.Now().UnixNano())
+	return err
+}
+
+func (t *txn) DirtyGeneration(ctx context.Context, trailID string) (int64, error) {
+	var g int64
+	err := t.row(ctx, `SELECT generation FROM dirty_trails WHERE trail_id = ?`, trailID).Scan(&g)
+	if err != nil {
+		err = notFound(err, "dirty trail "+trailID)
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	return g, nil
+}
+
+func (t *txn) ClearDirty(ctx context.Context, trailID string, generation int64) error {
+	_, err := t.exec(ctx, "clear dirty", `DELETE FROM dirty_trails WHERE trail_id = ? AND generation = ?`, trailID, generation)
+	return err
+}
+
+func (t *txn) SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error {
+	if _, err := t.exec(ctx, "save compliance", `UPDATE trails SET state = ?, compliance = ?, evaluated_at = ? WHERE id = ?`,
+		state, string(doc), at, trailID); err != nil {
+		return err
+	}
+	for id, st := range artifactStates {
+		if _, err := t.exec(ctx, "save artifact state", `UPDATE artifacts SET state = ? WHERE id = ?`, st, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *txn) PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v store.CustomTypeVersion) error {
+	rules, err := json.Marshal(v.Rules)
+	if err != nil {
+		return fmt.Errorf("sqlstore: custom type rules: %w", err)
+	}
+	if _, err := t.exec(ctx, "put custom type", `INSERT INTO custom_types (org_id, name, description, archived) VALUES (?, ?, ?, 0)
+		ON CONFLICT (org_id, name) DO UPDATE SET description = excluded.description, archived = 0`, orgID, name, description); err != nil {
+		return err
+	}
+	_, err = t.exec(ctx, "put custom type version", `INSERT INTO custom_type_versions (org_id, name, version, schema_json, rules,
+		created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`, orgID, name, v.Version, v.Schema, string(rules), v.CreatedBy, v.CreatedAt)
+	return err
+}
+
+func (t *txn) ArchiveCustomType(ctx context.Context, orgID, name string) error {
+	n, err := t.exec(ctx, "archive custom type", `UPDATE custom_types SET archived = 1 WHERE org_id = ? AND name = ?`, orgID, name)
+	if err == nil && n == 0 {
+		return fmt.Errorf("sqlstore: archive custom type %s: %w", name, store.ErrNotFound)
+	}
+	return err
+}
+
+var _ store.Tx = (*txn)(nil)

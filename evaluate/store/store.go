@@ -1,0 +1,266 @@
+// Package store defines the state Veritrail keeps, as its consumers need it: the evaluate
+// tier writes evidence through Tx (it is the only writer of evidence), the ingest tier reads
+// through Reader, and the admin commands write identities through Admin. Adapters live in
+// sub-packages and all pass the conformance suite in storetest.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// ErrNotFound is returned by every lookup that finds nothing.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a unique name is taken.
+var ErrConflict = errors.New("conflict")
+
+// Org is a tenant. Every other record belongs to exactly one.
+type Org struct {
+	ID        string
+	Name      string
+	Public    bool
+	CreatedAt float64
+}
+
+// User is a person; a user may be a member of several organizations.
+type User struct {
+	ID          string
+	Name        string
+	DisplayName string
+	CreatedAt   float64
+}
+
+// Role is what a principal may do in an organization.
+type Role string
+
+const (
+	RoleAdmin  Role = "admin"
+	RoleMember Role = "member"
+	RoleReader Role = "reader"
+)
+
+// APIKey is a stored key: only the SHA-256 of the secret is kept. A key belongs either to one
+// organization (OrgID set, its own Role) or to a user (UserID set; the user's membership role
+// in the requested organization applies).
+type APIKey struct {
+	ID        string
+	Hash      []byte
+	OrgID     string
+	UserID    string
+	Name      string
+	Role      Role
+	CreatedAt float64
+	ExpiresAt float64 // 0 = never
+	Revoked   bool
+}
+
+// Flow is a named stream of trails with a template.
+type Flow struct {
+	ID             string
+	OrgID          string
+	Name           string
+	Description    string
+	Visibility     string
+	TemplateID     string
+	Template       string
+	Tags           map[string]string
+	RepoURL        string
+	Archived       bool
+	CreatedAt      float64
+	LastModifiedAt float64
+}
+
+// Trail is one run of a flow (typically one commit) and the evidence reported to it.
+type Trail struct {
+	ID             string
+	OrgID          string
+	FlowID         string
+	Name           string
+	Description    *string
+	TemplateID     string
+	GitCommitInfo  json.RawMessage
+	RepoInfo       json.RawMessage
+	OriginURL      *string
+	ExternalURLs   json.RawMessage
+	UserData       json.RawMessage
+	CreatedBy      string
+	CreatedAt      float64
+	LastModifiedAt float64
+	State          string          // INCOMPLETE, COMPLIANT, NON-COMPLIANT
+	Compliance     json.RawMessage // the evaluated compliance_status document
+	EvaluatedAt    float64
+}
+
+// Artifact is a build output reported to a trail.
+type Artifact struct {
+	ID           string
+	OrgID        string
+	FlowID       string
+	TrailID      string
+	Fingerprint  string
+	TemplateName string
+	Filename     string
+	GitCommit    string
+	RepoName     string
+	Report       json.RawMessage // the report as sent
+	ReportedBy   string
+	CreatedAt    float64
+	State        string // from the trail's evaluation
+}
+
+// Attestation is one piece of evidence.
+type Attestation struct {
+	ID                  string
+	OrgID               string
+	FlowID              string
+	TrailID             string
+	Name                string
+	Type                string
+	IsCompliant         bool
+	ArtifactFingerprint string
+	TargetArtifact      string
+	OverridesID         string
+	OverrideReason      string
+	EvidenceSHA256      string
+	EvidenceName        string
+	Data                json.RawMessage
+	ReportedBy          string
+	CreatedAt           float64
+}
+
+// TrailEvent is an entry of a trail's history; Doc is its JSON form.
+type TrailEvent struct {
+	TrailID string
+	Doc     json.RawMessage
+}
+
+// CustomType is a custom attestation type with all its versions, oldest first.
+type CustomType struct {
+	OrgID       string
+	Name        string
+	Description string
+	Archived    bool
+	Versions    []CustomTypeVersion
+}
+
+// CustomTypeVersion is one immutable definition of a custom type.
+type CustomTypeVersion struct {
+	Version   int
+	Schema    string
+	Rules     []string
+	CreatedBy string
+	CreatedAt float64
+}
+
+// Page selects a window of a list; PerPage 0 means all.
+type Page struct {
+	Page, PerPage int
+}
+
+// TrailFilter narrows ListTrails.
+type TrailFilter struct {
+	FlowIDs     []string // nil = every flow of the organization
+	Fingerprint string
+	Page
+}
+
+// ArtifactFilter narrows ListArtifacts.
+type ArtifactFilter struct {
+	FlowID   string
+	RepoName string
+	Page
+}
+
+// FlowFilter narrows ListFlows.
+type FlowFilter struct {
+	NameContains  string
+	CaseSensitive bool
+	Page
+}
+
+// Reader is what the API reads.
+type Reader interface {
+	OrgByName(ctx context.Context, name string) (Org, error)
+	OrgByID(ctx context.Context, id string) (Org, error)
+	KeyByHash(ctx context.Context, hash []byte) (APIKey, error)
+	UserByID(ctx context.Context, id string) (User, error)
+	UserByName(ctx context.Context, name string) (User, error)
+	MemberRole(ctx context.Context, userID, orgID string) (Role, error)
+	UserOrgs(ctx context.Context, userID string) ([]Org, error)
+
+	FlowByName(ctx context.Context, orgID, name string) (Flow, error)
+	FlowByID(ctx context.Context, orgID, id string) (Flow, error)
+	ListFlows(ctx context.Context, orgID string, f FlowFilter) ([]Flow, int, error)
+	Template(ctx context.Context, id string) (string, error)
+
+	TrailByName(ctx context.Context, flowID, name string) (Trail, error)
+	TrailByID(ctx context.Context, id string) (Trail, error)
+	ListTrails(ctx context.Context, orgID string, f TrailFilter) ([]Trail, int, error)
+	TrailEvents(ctx context.Context, trailID string) ([]TrailEvent, error)
+
+	TrailArtifacts(ctx context.Context, trailID string) ([]Artifact, error)
+	ArtifactsByPrefix(ctx context.Context, orgID, flowID, prefix string, limit int) ([]Artifact, error)
+	ArtifactsByCommit(ctx context.Context, orgID, flowID, sha string) ([]Artifact, error)
+	ListArtifacts(ctx context.Context, orgID string, f ArtifactFilter) ([]Artifact, int, error)
+
+	TrailAttestations(ctx context.Context, trailID string) ([]Attestation, error)
+	AttestationByID(ctx context.Context, orgID, id string) (Attestation, error)
+	ListAttestations(ctx context.Context, orgID string, p Page) ([]Attestation, int, error)
+
+	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
+	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
+
+	// Visible reports whether every message ID has been applied and the trails they touched
+	// evaluated since: the condition "read your writes" waits for.
+	Visible(ctx context.Context, ids []string) (bool, error)
+}
+
+// Tx is one evaluator transaction: all of a message is applied, or none of it.
+type Tx interface {
+	Reader
+	// Applied reports whether message id was applied before (redelivery).
+	Applied(ctx context.Context, id string) (bool, error)
+	MarkApplied(ctx context.Context, id, trailID string, at float64) error
+
+	UpsertFlow(ctx context.Context, f Flow) (created bool, err error)
+	RenameFlow(ctx context.Context, orgID, flowID, newName string, at float64) error
+	ArchiveFlow(ctx context.Context, orgID, flowID string, at float64) error
+	PutTemplate(ctx context.Context, id, content string) error
+
+	UpsertTrail(ctx context.Context, t Trail) (created bool, err error)
+	TouchTrail(ctx context.Context, trailID string, at float64) error
+	InsertArtifact(ctx context.Context, a Artifact) error
+	InsertAttestation(ctx context.Context, a Attestation) error
+	AppendTrailEvent(ctx context.Context, e TrailEvent, at float64) error
+
+	// MarkDirty records that a trail needs evaluating; the generation it returns lets the
+	// evaluator clear exactly the dirt it has evaluated.
+	MarkDirty(ctx context.Context, trailID string) error
+	DirtyGeneration(ctx context.Context, trailID string) (int64, error)
+	ClearDirty(ctx context.Context, trailID string, generation int64) error
+	SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error
+
+	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
+	ArchiveCustomType(ctx context.Context, orgID, name string) error
+}
+
+// Admin writes identities; it is used by the admin commands and bootstrap, not by the API.
+type Admin interface {
+	CreateOrg(ctx context.Context, o Org) error
+	CreateUser(ctx context.Context, u User) error
+	AddMember(ctx context.Context, userID, orgID string, role Role) error
+	CreateKey(ctx context.Context, k APIKey) error
+}
+
+// Store is a complete adapter.
+type Store interface {
+	Reader
+	Admin
+	// Update runs fn in one transaction, committing when it returns nil.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// DirtyTrails lists trails waiting for evaluation (after a crash, nobody remembers them).
+	DirtyTrails(ctx context.Context) ([]string, error)
+	Close() error
+}

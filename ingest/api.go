@@ -1,0 +1,254 @@
+// Package ingest is the ingest tier: the HTTP API the Kosli CLI talks to. It authenticates,
+// validates every request completely (a bad request is a 4xx naming the field, never a
+// half-applied change), stores attachments, and turns each accepted write into one message on
+// the bus; it answers 201 only once the bus has made that message durable. Reads are served
+// from the store after the caller's own pending writes have been applied (read your writes).
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humachi"
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/customtype"
+	"github.com/veritrail/veritrail/policies/template"
+)
+
+// Config is the ingest tier's configuration.
+type Config struct {
+	// BaseURL prefixes every html_url (the future web UI) and api_url.
+	BaseURL string
+	// MaxFileBytes bounds attachment_file and template_file (the spec: 10 MB).
+	MaxFileBytes int64
+	// MaxPartBytes bounds every other multipart part and JSON bodies.
+	MaxPartBytes int64
+	// ConsistencyWait bounds how long a read waits for the caller's own writes.
+	ConsistencyWait time.Duration
+	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
+	ConsistencyPoll time.Duration
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = 10 << 20
+	}
+	if c.MaxPartBytes == 0 {
+		c.MaxPartBytes = 1 << 20
+	}
+	if c.ConsistencyWait == 0 {
+		c.ConsistencyWait = 5 * time.Second
+	}
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+}
+
+// Deps are the ingest tier's collaborators.
+type Deps struct {
+	Store     store.Reader
+	Publisher message.Publisher
+	Blobs     blobs.Store
+	Log       *slog.Logger
+}
+
+// API is the HTTP API.
+type API struct {
+	cfg     Config
+	store   store.Reader
+	pub     message.Publisher
+	blobs   blobs.Store
+	log     *slog.Logger
+	tracker *Tracker
+	huma    huma.API
+	mux     *chi.Mux
+	types   *typeCache
+}
+
+// New builds the API and registers every operation. The same function serves main, the
+// tests and the OpenAPI export.
+func New(cfg Config, d Deps) *API {
+	cfg.Defaults()
+	installErrorModel()
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache()}
+	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+
+	hc := huma.DefaultConfig("Veritrail API", "2.0")
+	hc.Info.Description = "Supply-chain compliance evidence: flows, trails, artifacts, attestations. Speaks the Kosli API v2."
+	hc.OpenAPIPath = "/api/v2/openapi"
+	hc.DocsPath = "" // the docs page loads scripts from a CDN, unreachable offline
+	hc.SchemasPath = "/api/v2/schemas"
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "Personal or service-account API key"},
+		"basic":  {Type: "http", Scheme: "basic", Description: "Legacy: the API key as user name, any password"},
+	}
+	hc.CreateHooks = nil // no $schema links in responses: the CLI compares bodies
+	// chi, not net/http's mux: the Kosli paths need static segments to win over parameters
+	// (/artifacts/{org}/{flow}/fingerprint/{fp} beside /artifacts/{org}/{flow}/{fp}/latest_commit).
+	a.huma = humachi.New(a.mux, hc)
+	a.huma.UseMiddleware(a.authorize)
+
+	a.registerFlows()
+	a.registerTrails()
+	a.registerArtifacts()
+	a.registerAttestations()
+	a.registerCustomTypes()
+
+	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("OK"))
+	})
+	a.mux.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, &Error{Message: fmt.Sprintf("Not found: %s %s", r.Method, r.URL.Path)})
+	})
+	a.mux.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusMethodNotAllowed, &Error{Message: fmt.Sprintf("Method %s is not allowed on %s", r.Method, r.URL.Path)})
+	})
+	return a
+}
+
+// Handler is the HTTP handler of the API.
+func (a *API) Handler() http.Handler { return a.mux }
+
+// OpenAPI is the API description.
+func (a *API) OpenAPI() *huma.OpenAPI { return a.huma.OpenAPI() }
+
+// Tracker is the read-your-writes tracker; the embedded mode wires the evaluator's
+// notifications into it.
+func (a *API) Tracker() *Tracker { return a.tracker }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *API) writeErr(ctx huma.Context, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = a.internal(ctx.Context(), "request", err)
+	}
+	ctx.SetHeader("Content-Type", "application/json")
+	ctx.SetStatus(e.Status)
+	_ = json.NewEncoder(ctx.BodyWriter()).Encode(e)
+}
+
+// internal logs err and returns a 500 that does not leak it.
+func (a *API) internal(_ context.Context, what string, err error) *Error {
+	a.log.Error("ingest: internal error", "what", what, "err", err)
+	return apiError(http.StatusInternalServerError, "Internal error while trying to %s", what)
+}
+
+// op declares an operation with the privilege it needs; authorize enforces it.
+func op(method, path, id string, need Privilege, summary string, tags ...string) huma.Operation {
+	return huma.Operation{
+		OperationID: id,
+		Method:      method,
+		Path:        "/api/v2" + path,
+		Summary:     summary,
+		Tags:        tags,
+		Metadata:    map[string]any{privilegeKey: need},
+		Extensions:  map[string]any{"x-veritrail-privilege": string(need)},
+		Security:    []map[string][]string{{"bearer": {}}, {"basic": {}}},
+		Errors:      []int{400, 401, 403, 404},
+	}
+}
+
+// publish makes env durable on the bus and remembers it for the caller's next read.
+func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope) error {
+	env.ID = uuid.NewString()
+	env.OrgID = p.Org.ID
+	env.Actor = contract.Actor{KeyID: p.KeyID, Name: p.Name}
+	env.At = now()
+	payload, err := contract.Marshal(env)
+	if err != nil {
+		return a.internal(ctx, "encode message", err)
+	}
+	msg := message.NewMessage(env.ID, payload)
+	msg.Metadata.Set(contract.MetaPartitionKey, env.PartitionKey())
+	msg.Metadata.Set(contract.MetaKind, string(env.Kind))
+	msg.Metadata.Set(contract.MetaOrg, env.OrgID)
+	msg.Metadata.Set(contract.MetaSchema, fmt.Sprint(contract.SchemaVersion))
+	if err := a.pub.Publish(contract.TopicEvidence, msg); err != nil {
+		a.log.Error("ingest: publish failed", "kind", env.Kind, "err", err)
+		return apiError(http.StatusServiceUnavailable, "Could not record the request durably; please retry")
+	}
+	a.tracker.Published(p.KeyID, env.ID)
+	return nil
+}
+
+func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
+
+// lookup runs find, and when it finds nothing waits once for the caller's own pending writes
+// and tries again: a flow created a moment ago by the same pipeline must be found.
+func lookup[T any](ctx context.Context, a *API, p *Principal, find func() (T, error)) (T, error) {
+	v, err := find()
+	if errors.Is(err, store.ErrNotFound) && a.tracker.Pending(p.KeyID) > 0 {
+		a.tracker.Wait(ctx, p.KeyID)
+		v, err = find()
+	}
+	return v, err
+}
+
+func (a *API) flowByName(ctx context.Context, p *Principal, name string) (store.Flow, error) {
+	f, err := lookup(ctx, a, p, func() (store.Flow, error) { return a.store.FlowByName(ctx, p.Org.ID, name) })
+	if errors.Is(err, store.ErrNotFound) {
+		return f, apiError(http.StatusNotFound, "Flow named '%s' does not exist for organization '%s'", name, p.Org.Name)
+	}
+	if err != nil {
+		return f, a.internal(ctx, "look up flow", err)
+	}
+	return f, nil
+}
+
+func (a *API) trailByName(ctx context.Context, p *Principal, flow store.Flow, name string) (store.Trail, error) {
+	t, err := lookup(ctx, a, p, func() (store.Trail, error) { return a.store.TrailByName(ctx, flow.ID, name) })
+	if errors.Is(err, store.ErrNotFound) {
+		return t, apiError(http.StatusNotFound, "Trail with name '%s' does not exist for Organization '%s' and Flow '%s'", name, p.Org.Name, flow.Name)
+	}
+	if err != nil {
+		return t, a.internal(ctx, "look up trail", err)
+	}
+	return t, nil
+}
+
+// parseTemplate validates a template file and words its problems as the hosted service does.
+func parseTemplate(field string, content []byte) (*template.Template, error) {
+	t, err := template.Parse(content)
+	var ve *template.ValidationError
+	if errors.As(err, &ve) {
+		fields := make(map[string]string, len(ve.Fields))
+		for k, v := range ve.Fields {
+			fields[field+"."+k] = v
+		}
+		if len(fields) == 0 {
+			fields[field] = err.Error()
+		}
+		return nil, &Error{Status: http.StatusBadRequest,
+			Message: fmt.Sprintf("Invalid template: %d error(s): %s", len(fields), fieldList(fields)), Errors: fields}
+	}
+	if err != nil {
+		return nil, fieldError(field, "%v", err)
+	}
+	return t, nil
+}
+
+// compileType compiles a stored custom type version, caching by content.
+func (a *API) compileType(v store.CustomTypeVersion) (*customtype.Type, error) {
+	return a.types.get(v)
+}

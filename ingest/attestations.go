@@ -1,0 +1,723 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/customtype"
+)
+
+// attestationKinds are the multipart attest operations, by path segment.
+var attestationKinds = []string{"generic", "custom", "junit", "snyk", "sonar", "jira", "pull_request", "system"}
+
+// AttestationCommon holds the fields every attest operation's data_json shares.
+type AttestationCommon struct {
+	AttestationName     string          `json:"attestation_name"`
+	OriginURL           *string         `json:"origin_url,omitempty"`
+	Description         *string         `json:"description,omitempty"`
+	ArtifactFingerprint string          `json:"artifact_fingerprint,omitempty"`
+	TargetArtifacts     []string        `json:"target_artifacts,omitempty"`
+	GitCommitInfo       json.RawMessage `json:"git_commit_info,omitempty"`
+	RepoInfo            json.RawMessage `json:"repo_info,omitempty"`
+	ExternalURLs        json.RawMessage `json:"external_urls,omitempty"`
+	Annotations         json.RawMessage `json:"annotations,omitempty"`
+	UserData            json.RawMessage `json:"user_data,omitempty"`
+}
+
+// attestation is a validated attestation ready to publish.
+type attestation struct {
+	name, typ   string
+	compliant   bool
+	fingerprint string
+	target      string
+	data        map[string]any
+}
+
+func (a *API) registerAttestations() {
+	type attestInput struct {
+		TrailPath
+		ContentType string `header:"Content-Type"`
+		RawBody     []byte `contentType:"multipart/form-data"`
+	}
+	for _, kind := range attestationKinds {
+		o := op(http.MethodPost, "/attestations/{org}/{flow}/trail/{trail}/"+kind, "attest_"+kind, PrivWrite,
+			"Attest "+strings.ReplaceAll(kind, "_", " ")+" evidence to a trail or an artifact", "Attestations")
+		o.DefaultStatus = http.StatusCreated
+		a.multipartOp(&o, "data_json", kind+" attestation input", "attachment_file")
+		huma.Register(a.huma, o, func(ctx context.Context, in *attestInput) (*stringOutput, error) {
+			p := principalFrom(ctx)
+			f, err := parseForm(in.ContentType, in.RawBody, []string{"attachment_file"}, a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
+			if err != nil {
+				return nil, err
+			}
+			raw, ok := f.part("data_json")
+			if !ok {
+				return nil, fieldError("data_json", "Field required")
+			}
+			var file *formFile
+			if ff, ok := f.files["attachment_file"]; ok {
+				file = &ff
+			}
+			return a.attest(ctx, p, in.TrailPath, kind, raw, file)
+		})
+	}
+
+	type overrideInput struct {
+		TrailPath
+		Body struct {
+			AttestationName         string          `json:"attestation_name"`
+			Reason                  string          `json:"reason"`
+			NewComplianceStatus     any             `json:"new_compliance_status" doc:"COMPLIANT or NON-COMPLIANT (or a boolean)"`
+			OriginalAttestationType string          `json:"original_attestation_type,omitempty" required:"false"`
+			ArtifactFingerprint     string          `json:"artifact_fingerprint,omitempty" required:"false"`
+			TargetArtifacts         []string        `json:"target_artifacts,omitempty" required:"false"`
+			UserData                json.RawMessage `json:"user_data,omitempty" required:"false"`
+		}
+	}
+	o := op(http.MethodPost, "/attestations/{org}/{flow}/trail/{trail}/override", "overrideAttestation", PrivWrite,
+		"Override the compliance of an attestation", "Attestations")
+	o.DefaultStatus = http.StatusCreated
+	huma.Register(a.huma, o, func(ctx context.Context, in *overrideInput) (*stringOutput, error) {
+		p := principalFrom(ctx)
+		b := in.Body
+		c := checker{}
+		c.required("attestation_name", b.AttestationName)
+		c.required("reason", b.Reason)
+		compliant, ok := parseComplianceStatus(b.NewComplianceStatus)
+		if !ok {
+			c["new_compliance_status"] = fmt.Sprintf("Input should be 'COMPLIANT' or 'NON-COMPLIANT' [input: %v]", b.NewComplianceStatus)
+		}
+		if err := c.err(); err != nil {
+			return nil, err
+		}
+		flow, err := a.flowByName(ctx, p, in.Flow)
+		if err != nil {
+			return nil, err
+		}
+		tr, err := a.trailByName(ctx, p, flow, in.Trail)
+		if err != nil {
+			return nil, err
+		}
+		name, target := splitAttestationName(b.AttestationName, b.TargetArtifacts)
+		orig, err := a.latestAttestation(ctx, p, tr, name, b.ArtifactFingerprint, target)
+		if err != nil {
+			return nil, err
+		}
+		if b.OriginalAttestationType != "" && b.OriginalAttestationType != orig.Type && b.OriginalAttestationType != displayType(orig.Type) {
+			return nil, fieldError("original_attestation_type", "The attestation '%s' has type '%s', not '%s'", name, displayType(orig.Type), b.OriginalAttestationType)
+		}
+		data := map[string]any{"reason": b.Reason, "new_compliance_status": b.NewComplianceStatus}
+		if !isJSONNull(b.UserData) {
+			data["user_data"] = b.UserData
+		}
+		rawData, err := json.Marshal(data)
+		if err != nil {
+			return nil, a.internal(ctx, "encode override", err)
+		}
+		env := &contract.Envelope{Kind: contract.KindAttestationReported, Attestation: &contract.AttestationInput{
+			ID: newID(), FlowID: flow.ID, TrailName: tr.Name, Name: orig.Name, Type: orig.Type, IsCompliant: compliant,
+			ArtifactFingerprint: orig.ArtifactFingerprint, TargetArtifact: orig.TargetArtifact,
+			Overrides: &contract.Override{AttestationID: orig.ID, Reason: b.Reason}, Data: rawData,
+		}}
+		if err := a.publish(ctx, p, env); err != nil {
+			return nil, err
+		}
+		return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Attestation '%s' was overridden", name)}, nil
+	})
+
+	type byTrailInput struct {
+		TrailPath
+		Name string `path:"name"`
+	}
+	huma.Register(a.huma, op(http.MethodGet, "/attestations/{org}/{flow}/trail/{trail}/{name}", "getTrailAttestation", PrivRead,
+		"Attestations of a name in a trail, newest first", "Attestations"),
+		func(ctx context.Context, in *byTrailInput) (*listOutput[map[string]any], error) {
+			p := principalFrom(ctx)
+			flow, err := a.flowByName(ctx, p, in.Flow)
+			if err != nil {
+				return nil, err
+			}
+			tr, err := a.trailByName(ctx, p, flow, in.Trail)
+			if err != nil {
+				return nil, err
+			}
+			return a.attestationsNamed(ctx, p, flow, []store.Trail{tr}, in.Name, "")
+		})
+
+	type byArtifactInput struct {
+		FlowPath
+		Fingerprint string `path:"fingerprint"`
+		Name        string `path:"name"`
+	}
+	huma.Register(a.huma, op(http.MethodGet, "/attestations/{org}/{flow}/artifact/{fingerprint}/{name}", "getArtifactAttestation", PrivRead,
+		"Attestations of a name on an artifact, newest first", "Attestations"),
+		func(ctx context.Context, in *byArtifactInput) (*listOutput[map[string]any], error) {
+			p := principalFrom(ctx)
+			flow, err := a.flowByName(ctx, p, in.Flow)
+			if err != nil {
+				return nil, err
+			}
+			art, err := a.artifactByPrefix(ctx, p, flow, in.Fingerprint, "")
+			if err != nil {
+				return nil, err
+			}
+			tr, err := a.store.TrailByID(ctx, art.TrailID)
+			if err != nil {
+				return nil, a.internal(ctx, "look up trail", err)
+			}
+			return a.attestationsNamed(ctx, p, flow, []store.Trail{tr}, in.Name, art)
+		})
+
+	type listInput struct {
+		OrgPath
+		AttestationID string `query:"attestation_id" doc:"Search for one attestation"`
+		Page          int    `query:"page" minimum:"0"`
+		PerPage       int    `query:"per_page" minimum:"0" maximum:"100"`
+	}
+	type listOut struct {
+		Body struct {
+			Data       []map[string]any `json:"data"`
+			Pagination Pagination       `json:"pagination"`
+		}
+	}
+	huma.Register(a.huma, op(http.MethodGet, "/attestations/{org}", "listAttestations", PrivRead, "List attestations, newest first", "Attestations"),
+		func(ctx context.Context, in *listInput) (*listOut, error) {
+			p := principalFrom(ctx)
+			pg := store.Page{Page: max(in.Page, 1), PerPage: in.PerPage}
+			if pg.PerPage == 0 {
+				pg.PerPage = 15
+			}
+			var atts []store.Attestation
+			total := 0
+			if in.AttestationID != "" {
+				att, err := a.store.AttestationByID(ctx, p.Org.ID, in.AttestationID)
+				if err == nil {
+					atts, total = []store.Attestation{att}, 1
+				} else if !errors.Is(err, store.ErrNotFound) {
+					return nil, a.internal(ctx, "look up attestation", err)
+				}
+			} else {
+				var err error
+				if atts, total, err = a.store.ListAttestations(ctx, p.Org.ID, pg); err != nil {
+					return nil, a.internal(ctx, "list attestations", err)
+				}
+			}
+			out := &listOut{}
+			out.Body.Data = []map[string]any{}
+			for _, att := range atts {
+				v, err := a.attestationViewLookup(ctx, p, att)
+				if err != nil {
+					return nil, err
+				}
+				out.Body.Data = append(out.Body.Data, v)
+			}
+			out.Body.Pagination = pagination(total, pg)
+			return out, nil
+		})
+
+	type evidenceInput struct {
+		TrailPath
+		ID string `path:"id"`
+	}
+	huma.Register(a.huma, op(http.MethodGet, "/attestations/{org}/{flow}/trail/{trail}/attestation/{id}/evidence", "getEvidence", PrivRead,
+		"Download the evidence file of an attestation", "Attestations"),
+		func(ctx context.Context, in *evidenceInput) (*huma.StreamResponse, error) {
+			p := principalFrom(ctx)
+			att, err := a.store.AttestationByID(ctx, p.Org.ID, in.ID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && att.EvidenceSHA256 == "") {
+				return nil, apiError(http.StatusNotFound, "Attestation '%s' has no evidence in organization '%s'", in.ID, p.Org.Name)
+			}
+			if err != nil {
+				return nil, a.internal(ctx, "look up attestation", err)
+			}
+			b, err := a.blobs.Get(ctx, att.EvidenceSHA256)
+			if err != nil {
+				return nil, a.internal(ctx, "read evidence", err)
+			}
+			return &huma.StreamResponse{Body: func(hctx huma.Context) {
+				hctx.SetHeader("Content-Type", "application/octet-stream")
+				hctx.SetHeader("Content-Disposition", fmt.Sprintf("attachment; filename=%q", att.EvidenceName))
+				hctx.SetHeader("Digest", "sha-256="+att.EvidenceSHA256)
+				_, _ = hctx.BodyWriter().Write(b)
+			}}, nil
+		})
+}
+
+// splitAttestationName accepts the "artifact.attestation" form when the client did not split it.
+func splitAttestationName(name string, targets []string) (string, string) {
+	if len(targets) > 0 {
+		return name, targets[0]
+	}
+	if a, b, ok := strings.Cut(name, "."); ok && a != "" && b != "" {
+		return b, a
+	}
+	return name, ""
+}
+
+func parseComplianceStatus(v any) (bool, bool) {
+	switch x := v.(type) {
+	case bool:
+		return x, true
+	case string:
+		switch strings.ToUpper(strings.ReplaceAll(x, "_", "-")) {
+		case "COMPLIANT", "TRUE":
+			return true, true
+		case "NON-COMPLIANT", "NONCOMPLIANT", "FALSE":
+			return false, true
+		}
+	}
+	return false, false
+}
+
+func displayType(t string) string {
+	if t == "decision" {
+		return "system:decision"
+	}
+	return t
+}
+
+// attest validates one attestation of any multipart kind and publishes it.
+func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind string, raw []byte, file *formFile) (*stringOutput, error) {
+	var common AttestationCommon
+	if err := decodeJSONPart("data_json", raw, &common); err != nil {
+		return nil, err
+	}
+	var data map[string]any
+	if err := decodeJSONPart("data_json", raw, &data); err != nil {
+		return nil, err
+	}
+	name, target := splitAttestationName(common.AttestationName, common.TargetArtifacts)
+	c := checker{}
+	c.required("attestation_name", name)
+	if common.ArtifactFingerprint != "" {
+		c.match("artifact_fingerprint", common.ArtifactFingerprint, fingerprintRE, fingerprintPattern)
+	}
+	checkCommitInfo(c, "git_commit_info", common.GitCommitInfo)
+	checkObject(c, "repo_info", common.RepoInfo)
+	checkObject(c, "external_urls", common.ExternalURLs)
+	checkObject(c, "annotations", common.Annotations)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	if target != "" && common.ArtifactFingerprint == "" && isJSONNull(common.GitCommitInfo) {
+		return nil, fieldError("artifact_fingerprint",
+			"Attestation '%s.%s' requires at least one of: artifact_fingerprint or git_commit_info.", target, name)
+	}
+	att := attestation{name: name, target: target, fingerprint: common.ArtifactFingerprint, data: data}
+	if err := a.judge(ctx, p, kind, raw, &att); err != nil {
+		return nil, err
+	}
+	flow, err := a.flowByName(ctx, p, path.Flow)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := a.trailByName(ctx, p, flow, path.Trail)
+	if err != nil {
+		return nil, err
+	}
+	if att.fingerprint != "" {
+		art, err := a.trailArtifact(ctx, p, flow, tr, att.fingerprint)
+		if err != nil {
+			return nil, err
+		}
+		if att.target == "" {
+			att.target = art.TemplateName
+		}
+	}
+	in := &contract.AttestationInput{
+		ID: newID(), FlowID: flow.ID, TrailName: tr.Name, Name: att.name, Type: att.typ, IsCompliant: att.compliant,
+		ArtifactFingerprint: att.fingerprint, TargetArtifact: att.target,
+	}
+	if file != nil {
+		sha, err := a.blobs.Put(ctx, file.data)
+		if err != nil {
+			a.log.Error("ingest: store attachment", "err", err)
+			return nil, apiError(http.StatusServiceUnavailable, "Could not store the attachment; please retry")
+		}
+		in.Evidence = &contract.BlobRef{SHA256: sha, Size: int64(len(file.data)), Filename: file.name}
+	}
+	if in.Data, err = json.Marshal(att.data); err != nil {
+		return nil, a.internal(ctx, "encode attestation", err)
+	}
+	if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindAttestationReported, Attestation: in}); err != nil {
+		return nil, err
+	}
+	return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Attestation '%s' was reported", att.name)}, nil
+}
+
+// trailArtifact finds an artifact of the trail by full fingerprint.
+func (a *API) trailArtifact(ctx context.Context, p *Principal, flow store.Flow, tr store.Trail, fp string) (store.Artifact, error) {
+	art, err := lookup(ctx, a, p, func() (store.Artifact, error) {
+		arts, err := a.store.TrailArtifacts(ctx, tr.ID)
+		if err != nil {
+			return store.Artifact{}, err
+		}
+		for i := len(arts) - 1; i >= 0; i-- {
+			if arts[i].Fingerprint == fp {
+				return arts[i], nil
+			}
+		}
+		return store.Artifact{}, store.ErrNotFound
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return art, apiError(http.StatusNotFound, `Artifact with fingerprint %s does not exist in trail "%s" of flow "%s" belonging to organization "%s"`,
+			fp, tr.Name, flow.Name, p.Org.Name)
+	}
+	if err != nil {
+		return art, a.internal(ctx, "look up artifact", err)
+	}
+	return art, nil
+}
+
+// judge validates the kind-specific fields and decides compliance.
+func (a *API) judge(ctx context.Context, p *Principal, kind string, raw []byte, att *attestation) error {
+	att.typ = kind
+	switch kind {
+	case "generic":
+		var b struct {
+			IsCompliant *bool `json:"is_compliant"`
+		}
+		if err := decodeJSONPart("data_json", raw, &b); err != nil {
+			return err
+		}
+		// The Kosli CLI's --compliant defaults to true, and it always sends the field.
+		att.compliant = b.IsCompliant == nil || *b.IsCompliant
+	case "junit":
+		var b struct {
+			Results []struct {
+				Name     string      `json:"name"`
+				Failures json.Number `json:"failures"`
+				Errors   json.Number `json:"errors"`
+			} `json:"junit_results"`
+		}
+		if err := decodeJSONPart("data_json", raw, &b); err != nil {
+			return err
+		}
+		if b.Results == nil {
+			return fieldError("junit_results", "Field required")
+		}
+		att.compliant = true
+		for _, r := range b.Results {
+			if numNonZero(r.Failures) || numNonZero(r.Errors) {
+				att.compliant = false
+			}
+		}
+	case "snyk":
+		var b struct {
+			Results *struct {
+				Results []map[string]any `json:"results"`
+			} `json:"snyk_results"`
+		}
+		if err := decodeJSONPart("data_json", raw, &b); err != nil {
+			return err
+		}
+		if b.Results == nil {
+			return fieldError("snyk_results", "Field required")
+		}
+		att.compliant = true
+		for _, r := range b.Results.Results {
+			for _, k := range []string{"high_count", "medium_count", "low_count"} {
+				if n, ok := r[k].(json.Number); ok && numNonZero(n) {
+					att.compliant = false
+				}
+			}
+		}
+	case "sonar":
+		var b struct {
+			Results *struct {
+				QualityGate struct {
+					Status string `json:"status"`
+				} `json:"qualityGate"`
+			} `json:"sonar_results"`
+		}
+		if err := decodeJSONPart("data_json", raw, &b); err != nil {
+			return err
+		}
+		if b.Results == nil {
+			return fieldError("sonar_results", "Field required")
+		}
+		att.compliant = strings.EqualFold(b.Results.QualityGate.Status, "OK") || strings.EqualFold(b.Results.QualityGate.Status, "PASSED")
+	case "jira":
+		var b struct {
+			Results []struct {
+				IssueExists bool `json:"issue_exists"`
+			} `json:"jira_results"`
+		}
+		if err := decodeJSONPart("data_json", raw, &b); err != nil {
+			return err
+		}
+		att.compliant = len(b.Results) > 0
+		for _, r := range b.Results {
+			att.compliant = att.compliant && r.IssueExists
+		}
+	case "pull_request":
+		return judgePullRequest(raw, att)
+	case "custom":
+		return a.judgeCustom(ctx, p, raw, att)
+	case "system":
+		var b struct {
+			TypeName string `json:"type_name"`
+			Control  string `json:"control"`
+			Data     *struct {
+				IsCompliant *bool `json:"is_compliant"`
+			} `json:"attestation_data"`
+		}
+		if err := decodeJSONPart("data_json", raw, &b); err != nil {
+			return err
+		}
+		c := checker{}
+		if c.required("type_name", b.TypeName) && b.TypeName != "decision" {
+			c["type_name"] = fmt.Sprintf("Input should be 'decision' [input: %s]", b.TypeName)
+		}
+		c.required("control", b.Control)
+		if b.Data == nil || b.Data.IsCompliant == nil {
+			c["attestation_data.is_compliant"] = "Field required"
+		}
+		if err := c.err(); err != nil {
+			return err
+		}
+		att.typ, att.compliant = "decision", *b.Data.IsCompliant
+	default:
+		return apiError(http.StatusNotFound, "Unknown attestation kind '%s'", kind)
+	}
+	return nil
+}
+
+func numNonZero(n json.Number) bool {
+	if n == "" {
+		return false
+	}
+	f, err := n.Float64()
+	return err != nil || f != 0
+}
+
+// signingProviders expose commit signature verification; for the others the fields are dropped.
+var signingProviders = map[string]bool{"github": true, "gitlab": true}
+
+// judgePullRequest normalizes pull requests: commit signature fields are kept only for
+// providers that verify signatures, and the attestation is compliant when a pull request exists.
+func judgePullRequest(raw []byte, att *attestation) error {
+	var b struct {
+		GitProvider  string           `json:"git_provider"`
+		PullRequests []map[string]any `json:"pull_requests"`
+	}
+	if err := decodeJSONPart("data_json", raw, &b); err != nil {
+		return err
+	}
+	provider := strings.ToLower(b.GitProvider)
+	prs := make([]any, 0, len(b.PullRequests))
+	for i, pr := range b.PullRequests {
+		if _, ok := pr["url"].(string); !ok {
+			return fieldError(fmt.Sprintf("pull_requests[%d].url", i), "Field required")
+		}
+		if commits, ok := pr["commits"].([]any); ok {
+			for _, c := range commits {
+				if cm, ok := c.(map[string]any); ok && !signingProviders[provider] {
+					delete(cm, "verified")
+					delete(cm, "signature_state")
+				}
+			}
+		}
+		prs = append(prs, pr)
+	}
+	att.data["pull_requests"] = prs
+	att.data["git_provider"] = b.GitProvider
+	att.compliant = len(b.PullRequests) > 0
+	return nil
+}
+
+func (a *API) judgeCustom(ctx context.Context, p *Principal, raw []byte, att *attestation) error {
+	var b struct {
+		TypeName string          `json:"type_name"`
+		Data     json.RawMessage `json:"attestation_data"`
+	}
+	if err := decodeJSONPart("data_json", raw, &b); err != nil {
+		return err
+	}
+	if b.TypeName == "" {
+		return fieldError("type_name", "Field required")
+	}
+	name, version, _ := strings.Cut(b.TypeName, "@")
+	ct, err := lookup(ctx, a, p, func() (store.CustomType, error) {
+		ct, err := a.store.CustomType(ctx, p.Org.ID, name)
+		if err == nil && ct.Archived {
+			err = store.ErrNotFound
+		}
+		return ct, err
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && len(ct.Versions) == 0) {
+		return apiError(http.StatusNotFound, "Custom attestation type '%s' does not exist for org '%s'", name, p.Org.Name)
+	}
+	if err != nil {
+		return a.internal(ctx, "look up custom type", err)
+	}
+	v := ct.Versions[len(ct.Versions)-1]
+	if version != "" {
+		found := false
+		for _, cand := range ct.Versions {
+			if fmt.Sprint(cand.Version) == strings.TrimPrefix(version, "v") {
+				v, found = cand, true
+			}
+		}
+		if !found {
+			return apiError(http.StatusNotFound, "version %s does not exist for custom attestation type '%s'", version, name)
+		}
+	}
+	if isJSONNull(b.Data) {
+		return fieldError("attestation_data", "Field required")
+	}
+	typ, err := a.compileType(v)
+	if err != nil {
+		return a.internal(ctx, "compile custom type", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b.Data))
+	dec.UseNumber()
+	var data any
+	if err := dec.Decode(&data); err != nil {
+		return fieldError("attestation_data", "Invalid JSON: %v", err)
+	}
+	if err := typ.Check(data); err != nil {
+		var de *customtype.DataError
+		if errors.As(err, &de) {
+			return validationFailed(de.Fields)
+		}
+		return fieldError("attestation_data", "%v", err)
+	}
+	compliant, results := typ.Evaluate(ctx, data)
+	att.typ, att.compliant = "custom:"+name, compliant
+	att.data["type_name"] = name
+	att.data["type_version"] = v.Version
+	att.data["evaluator_results"] = results
+	return nil
+}
+
+// latestAttestation finds the newest attestation of a name in a trail (at the artifact level
+// when fingerprint or target is given).
+func (a *API) latestAttestation(ctx context.Context, p *Principal, tr store.Trail, name, fingerprint, target string) (store.Attestation, error) {
+	att, err := lookup(ctx, a, p, func() (store.Attestation, error) {
+		atts, err := a.store.TrailAttestations(ctx, tr.ID)
+		if err != nil {
+			return store.Attestation{}, err
+		}
+		for i := len(atts) - 1; i >= 0; i-- {
+			x := atts[i]
+			if x.Name != name || x.OverridesID != "" {
+				continue
+			}
+			if fingerprint != "" && x.ArtifactFingerprint != fingerprint {
+				continue
+			}
+			if target != "" && x.TargetArtifact != target {
+				continue
+			}
+			return x, nil
+		}
+		return store.Attestation{}, store.ErrNotFound
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return att, apiError(http.StatusNotFound, "Attestation '%s' does not exist in trail '%s'", name, tr.Name)
+	}
+	if err != nil {
+		return att, a.internal(ctx, "look up attestation", err)
+	}
+	return att, nil
+}
+
+// attestationsNamed lists a trail's attestations of one name, newest first, optionally those of one artifact.
+func (a *API) attestationsNamed(ctx context.Context, p *Principal, flow store.Flow, trails []store.Trail, name string, art any) (*listOutput[map[string]any], error) {
+	out := &listOutput[map[string]any]{Body: []map[string]any{}}
+	artifact, byArtifact := art.(store.Artifact)
+	for _, tr := range trails {
+		atts, err := a.store.TrailAttestations(ctx, tr.ID)
+		if err != nil {
+			return nil, a.internal(ctx, "list attestations", err)
+		}
+		for i := len(atts) - 1; i >= 0; i-- {
+			x := atts[i]
+			if x.Name != name {
+				continue
+			}
+			if byArtifact && x.ArtifactFingerprint != artifact.Fingerprint &&
+				(x.TargetArtifact == "" || x.TargetArtifact != artifact.TemplateName) {
+				continue
+			}
+			out.Body = append(out.Body, a.attestationView(p, flow, tr, x))
+		}
+	}
+	if len(out.Body) == 0 {
+		return nil, apiError(http.StatusNotFound, "Attestation '%s' does not exist in flow '%s' belonging to organization '%s'", name, flow.Name, p.Org.Name)
+	}
+	return out, nil
+}
+
+func (a *API) attestationViewLookup(ctx context.Context, p *Principal, att store.Attestation) (map[string]any, error) {
+	flow, err := a.store.FlowByID(ctx, p.Org.ID, att.FlowID)
+	if err != nil {
+		return nil, a.internal(ctx, "look up flow", err)
+	}
+	tr, err := a.store.TrailByID(ctx, att.TrailID)
+	if err != nil {
+		return nil, a.internal(ctx, "look up trail", err)
+	}
+	return a.attestationView(p, flow, tr, att), nil
+}
+
+// attestationView is the stored data_json overlaid with the fields the service owns.
+func (a *API) attestationView(p *Principal, flow store.Flow, tr store.Trail, att store.Attestation) map[string]any {
+	v := map[string]any{}
+	_ = json.Unmarshal(att.Data, &v) // stored by us from a decoded object
+	trailURL := a.trailURL(p.Org.Name, flow.Name, tr.Name)
+	apiBase := a.cfg.BaseURL + "/api/v2/attestations/" + p.Org.Name + "/" + flow.Name
+	v["attestation_id"] = att.ID
+	v["attestation_name"] = att.Name
+	v["attestation_type"] = displayType(att.Type)
+	v["is_compliant"] = att.IsCompliant
+	v["schema_version"] = 2
+	v["created_at"] = att.CreatedAt
+	v["flow_name"] = flow.Name
+	v["trail_name"] = tr.Name
+	v["reported_by"] = att.ReportedBy
+	v["has_audit_package"] = att.EvidenceSHA256 != ""
+	v["html_url"] = trailURL + "?attestation_id=" + att.ID
+	if _, ok := v["user_data"]; !ok {
+		v["user_data"] = map[string]any{}
+	}
+	for _, k := range []string{"origin_url", "description", "git_commit_info"} {
+		if _, ok := v[k]; !ok {
+			v[k] = nil
+		}
+	}
+	v["artifact_fingerprint"] = nilIfEmpty(att.ArtifactFingerprint)
+	targets := []string{}
+	if att.TargetArtifact != "" {
+		targets = append(targets, att.TargetArtifact)
+	}
+	v["target_artifacts"] = targets
+	links := map[string]any{"self": map[string]string{"href": apiBase + "/trail/" + tr.Name + "/" + att.Name}}
+	if att.EvidenceSHA256 != "" {
+		v["evidence_archive_fingerprint"] = att.EvidenceSHA256
+		links["evidence"] = map[string]string{"href": apiBase + "/trail/" + tr.Name + "/attestation/" + att.ID + "/evidence"}
+	}
+	if att.OverridesID != "" {
+		v["overridden_attestation_id"] = att.OverridesID
+		v["override_reason"] = att.OverrideReason
+	}
+	v["_links"] = links
+	return v
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

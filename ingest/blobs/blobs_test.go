@@ -1,0 +1,81 @@
+package blobs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+func testStore(t *testing.T, s Store) {
+	ctx := context.Background()
+	data := []byte("evidence bytes")
+	sha, err := s.Put(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha != Digest(data) {
+		t.Fatalf("digest %s, want %s", sha, Digest(data))
+	}
+	again, err := s.Put(ctx, data)
+	if err != nil || again != sha {
+		t.Fatalf("second put: %s %v", again, err)
+	}
+	got, err := s.Get(ctx, sha)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("get: %q %v", got, err)
+	}
+	if _, err := s.Get(ctx, Digest([]byte("other"))); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown digest: %v", err)
+	}
+}
+
+func TestDir(t *testing.T) {
+	d, err := NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testStore(t, d)
+}
+
+func TestSQL(t *testing.T) {
+	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err == nil {
+		err = db.Ping()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("postgres unreachable under CI: %v", err)
+		}
+		t.Skipf("postgres unreachable: %v", err)
+	}
+	schema := fmt.Sprintf("vt_blobs_%d", rand.Int64())
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	t.Cleanup(func() {
+		db, _ := sql.Open("pgx", dsn)
+		db.Exec("DROP SCHEMA " + schema + " CASCADE")
+		db.Close()
+	})
+	db, err = sql.Open("pgx", dsn+"&search_path="+schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := NewSQL(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testStore(t, s)
+}

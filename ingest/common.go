@@ -1,0 +1,69 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+func newID() string { return uuid.NewString() }
+
+// isJSONNull reports whether raw is absent or the literal null.
+func isJSONNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// checkObject requires raw, when given, to be a JSON object.
+func checkObject(c checker, field string, raw json.RawMessage) {
+	if isJSONNull(raw) {
+		return
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		c[field] = "Input should be a valid dictionary"
+	}
+}
+
+// commitInfo is the git commit object the CLI sends.
+type commitInfo struct {
+	Sha1           string          `json:"sha1"`
+	Message        string          `json:"message"`
+	Author         string          `json:"author"`
+	AuthorUsername *string         `json:"author_username,omitempty"`
+	Branch         string          `json:"branch"`
+	Timestamp      json.Number     `json:"timestamp"`
+	URL            *string         `json:"url,omitempty"`
+	Parents        []string        `json:"parents,omitempty"`
+	Verified       *bool           `json:"verified,omitempty"`
+	SignatureState *string         `json:"signature_state,omitempty"`
+	Extra          json.RawMessage `json:"-"`
+}
+
+// checkCommitInfo validates a git commit object when given.
+func checkCommitInfo(c checker, field string, raw json.RawMessage) {
+	if isJSONNull(raw) {
+		return
+	}
+	var ci commitInfo
+	if err := json.Unmarshal(raw, &ci); err != nil {
+		c[field] = fmt.Sprintf("Input should be a valid git commit object: %s", jsonErrorText(err))
+		return
+	}
+	if ci.Sha1 == "" {
+		c[field+".sha1"] = "Field required"
+	}
+	if ci.Timestamp != "" {
+		if _, err := ci.Timestamp.Float64(); err != nil {
+			c[field+".timestamp"] = "Input should be a valid number"
+		}
+	}
+}
+
+func commitSha(raw json.RawMessage) string {
+	var ci struct {
+		Sha1 string `json:"sha1"`
+	}
+	_ = json.Unmarshal(raw, &ci)
+	return ci.Sha1
+}

@@ -1,0 +1,208 @@
+// Package contract is the message contract between the ingest tier and the evaluate tier: the
+// topic, the metadata keys, the partition key and the versioned event payloads. It imports
+// nothing else from the repository so that both sides, and any future consumer, can depend on it.
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// SchemaVersion is the version of Envelope. A consumer refuses messages with a newer major
+// version rather than guessing at their meaning.
+const SchemaVersion = 1
+
+// TopicEvidence carries every write accepted by ingest, in order per partition key.
+const TopicEvidence = "veritrail.evidence.v1"
+
+// Metadata keys set on every bus message.
+const (
+	// MetaPartitionKey is read by the Kafka adapter to choose the partition.
+	MetaPartitionKey = "partition_key"
+	MetaKind         = "vt_kind"
+	MetaOrg          = "vt_org"
+	MetaSchema       = "vt_schema"
+)
+
+// Kind names what a message asks the evaluator to do.
+type Kind string
+
+const (
+	KindFlowUpserted        Kind = "flow.upserted"
+	KindFlowRenamed         Kind = "flow.renamed"
+	KindFlowArchived        Kind = "flow.archived"
+	KindTrailBegun          Kind = "trail.begun"
+	KindArtifactReported    Kind = "artifact.reported"
+	KindAttestationReported Kind = "attestation.reported"
+	KindCustomTypeCreated   Kind = "custom_type.created"
+	KindCustomTypeArchived  Kind = "custom_type.archived"
+)
+
+// Actor is who made the request that produced a message.
+type Actor struct {
+	KeyID string `json:"key_id"`
+	Name  string `json:"name"` // display name shown as created_by / reported_by
+}
+
+// Envelope is the payload of one bus message. Exactly one of the pointer fields matches Kind.
+type Envelope struct {
+	ID      string  `json:"id"` // idempotency key: the evaluator applies each ID once
+	Kind    Kind    `json:"kind"`
+	Version int     `json:"version"`
+	OrgID   string  `json:"org_id"`
+	Actor   Actor   `json:"actor"`
+	At      float64 `json:"at"` // unix seconds when ingest accepted the request
+
+	Flow        *FlowUpsert       `json:"flow,omitempty"`
+	FlowRename  *FlowRename       `json:"flow_rename,omitempty"`
+	FlowArchive *FlowRef          `json:"flow_archive,omitempty"`
+	Trail       *TrailBegin       `json:"trail,omitempty"`
+	Artifact    *ArtifactReport   `json:"artifact,omitempty"`
+	Attestation *AttestationInput `json:"attestation,omitempty"`
+	CustomType  *CustomTypeCreate `json:"custom_type,omitempty"`
+	TypeArchive *CustomTypeRef    `json:"custom_type_archive,omitempty"`
+}
+
+// PartitionKey returns the key that orders this message: all messages about one trail share
+// a key, so they are applied in the order ingest accepted them.
+func (e *Envelope) PartitionKey() string {
+	switch {
+	case e.Trail != nil:
+		return TrailKey(e.OrgID, e.Trail.FlowID, e.Trail.Name)
+	case e.Artifact != nil:
+		return TrailKey(e.OrgID, e.Artifact.FlowID, e.Artifact.TrailName)
+	case e.Attestation != nil:
+		return TrailKey(e.OrgID, e.Attestation.FlowID, e.Attestation.TrailName)
+	case e.Flow != nil:
+		return FlowKey(e.OrgID, e.Flow.ID)
+	case e.FlowRename != nil:
+		return FlowKey(e.OrgID, e.FlowRename.FlowID)
+	case e.FlowArchive != nil:
+		return FlowKey(e.OrgID, e.FlowArchive.FlowID)
+	case e.CustomType != nil:
+		return e.OrgID + "/custom-type/" + e.CustomType.Name
+	case e.TypeArchive != nil:
+		return e.OrgID + "/custom-type/" + e.TypeArchive.Name
+	}
+	return e.OrgID
+}
+
+// TrailKey is the partition key of a trail. Flow IDs, not names, keep it stable across renames.
+func TrailKey(orgID, flowID, trail string) string { return orgID + "/" + flowID + "/" + trail }
+
+// FlowKey is the partition key of flow-level changes.
+func FlowKey(orgID, flowID string) string { return orgID + "/" + flowID }
+
+// Marshal encodes the envelope, stamping the schema version.
+func Marshal(e *Envelope) ([]byte, error) {
+	e.Version = SchemaVersion
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("contract: marshal %s: %w", e.Kind, err)
+	}
+	return b, nil
+}
+
+// Unmarshal decodes and checks an envelope.
+func Unmarshal(b []byte) (*Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("contract: decode envelope: %w", err)
+	}
+	if e.Version > SchemaVersion {
+		return nil, fmt.Errorf("contract: envelope version %d is newer than %d", e.Version, SchemaVersion)
+	}
+	if e.ID == "" || e.OrgID == "" {
+		return nil, fmt.Errorf("contract: envelope %q lacks id or org", e.Kind)
+	}
+	return &e, nil
+}
+
+// FlowUpsert creates a flow or updates its description, visibility and template.
+type FlowUpsert struct {
+	ID          string `json:"id"` // used when the flow is new
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Visibility  string `json:"visibility"`
+	Template    string `json:"template"` // validated YAML
+	TemplateID  string `json:"template_id"`
+}
+
+// FlowRename renames a flow.
+type FlowRename struct {
+	FlowID  string `json:"flow_id"`
+	NewName string `json:"new_name"`
+}
+
+// FlowRef names a flow by ID.
+type FlowRef struct {
+	FlowID string `json:"flow_id"`
+}
+
+// TrailBegin creates or updates a trail.
+type TrailBegin struct {
+	ID            string          `json:"id"` // used when the trail is new
+	FlowID        string          `json:"flow_id"`
+	Name          string          `json:"name"`
+	Description   *string         `json:"description,omitempty"`
+	GitCommitInfo json.RawMessage `json:"git_commit_info,omitempty"`
+	RepoInfo      json.RawMessage `json:"repo_info,omitempty"`
+	OriginURL     *string         `json:"origin_url,omitempty"`
+	ExternalURLs  json.RawMessage `json:"external_urls,omitempty"`
+	UserData      json.RawMessage `json:"user_data,omitempty"`
+	Template      string          `json:"template,omitempty"` // the trail's own template, when given
+	TemplateID    string          `json:"template_id,omitempty"`
+}
+
+// ArtifactReport records an artifact in a trail. Report is the validated request body as sent.
+type ArtifactReport struct {
+	ID           string          `json:"id"`
+	FlowID       string          `json:"flow_id"`
+	TrailName    string          `json:"trail_name"`
+	Fingerprint  string          `json:"fingerprint"`
+	TemplateName string          `json:"template_reference_name"`
+	Report       json.RawMessage `json:"report"`
+}
+
+// AttestationInput records one attestation. Data is the validated data_json as sent; the
+// evaluator keeps it for reads. IsCompliant is decided at ingest (custom types run there,
+// where a bad payload can still be refused with a 400).
+type AttestationInput struct {
+	ID                  string          `json:"id"`
+	FlowID              string          `json:"flow_id"`
+	TrailName           string          `json:"trail_name"`
+	Name                string          `json:"name"`
+	Type                string          `json:"type"`
+	IsCompliant         bool            `json:"is_compliant"`
+	ArtifactFingerprint string          `json:"artifact_fingerprint,omitempty"`
+	TargetArtifact      string          `json:"target_artifact,omitempty"`
+	Overrides           *Override       `json:"overrides,omitempty"`
+	Evidence            *BlobRef        `json:"evidence,omitempty"`
+	Data                json.RawMessage `json:"data"`
+}
+
+// Override replaces the compliance of an earlier attestation of the same name.
+type Override struct {
+	AttestationID string `json:"attestation_id"`
+	Reason        string `json:"reason"`
+}
+
+// BlobRef points at an attachment kept in the blob store; the bus never carries file bodies.
+type BlobRef struct {
+	SHA256   string `json:"sha256"`
+	Size     int64  `json:"size"`
+	Filename string `json:"filename"`
+}
+
+// CustomTypeCreate adds a custom attestation type or a new version of it.
+type CustomTypeCreate struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Schema      string   `json:"schema"`
+	Rules       []string `json:"rules"`
+}
+
+// CustomTypeRef names a custom attestation type.
+type CustomTypeRef struct {
+	Name string `json:"name"`
+}

@@ -1,0 +1,111 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// Error is every error body the API writes: {"message": ..., "errors": {field: text} | null},
+// the shape the Kosli CLI prints.
+type Error struct {
+	Status  int               `json:"-"`
+	Message string            `json:"message"`
+	Errors  map[string]string `json:"errors"`
+}
+
+func (e *Error) Error() string  { return e.Message }
+func (e *Error) GetStatus() int { return e.Status }
+
+func apiError(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// validationFailed is the 400 the hosted service answers for bad fields.
+func validationFailed(fields map[string]string) *Error {
+	return &Error{Status: http.StatusBadRequest, Message: "Input payload validation failed", Errors: fields}
+}
+
+func fieldError(field, format string, args ...any) *Error {
+	return validationFailed(map[string]string{field: fmt.Sprintf(format, args...)})
+}
+
+// patternError words a pattern mismatch as the hosted service does.
+func patternError(pattern string, value any) string {
+	return fmt.Sprintf("String should match pattern '%s' [input: %v]", pattern, value)
+}
+
+var installErrorsOnce sync.Once
+
+// installErrorModel routes Huma's own errors (validation, parsing, body size) into Error.
+// huma.NewError is Huma's one process-wide hook for this; setting it again is harmless
+// because every API in the process wants the same body.
+func installErrorModel() {
+	installErrorsOnce.Do(func() {
+		huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+			fields := map[string]string{}
+			for _, err := range errs {
+				if err == nil {
+					continue
+				}
+				var d *huma.ErrorDetail
+				if errors.As(err, &d) {
+					field, text := describeDetail(d)
+					if prev, ok := fields[field]; ok {
+						text = prev + "; " + text
+					}
+					fields[field] = text
+					continue
+				}
+				fields["body"] = err.Error()
+			}
+			if status == http.StatusUnprocessableEntity {
+				status = http.StatusBadRequest
+				msg = "Input payload validation failed"
+			}
+			if status == http.StatusBadRequest && len(fields) > 0 && strings.HasPrefix(msg, "validation failed") {
+				msg = "Input payload validation failed"
+			}
+			if len(fields) == 0 {
+				fields = nil
+			}
+			return &Error{Status: status, Message: msg, Errors: fields}
+		}
+	})
+}
+
+// describeDetail turns "body.fingerprint" + "expected string to match pattern X" into the
+// field name and the hosted service's wording.
+func describeDetail(d *huma.ErrorDetail) (string, string) {
+	field := d.Location
+	for _, p := range []string{"body.", "path.", "query.", "header."} {
+		field = strings.TrimPrefix(field, p)
+	}
+	if field == "" {
+		field = "body"
+	}
+	msg := d.Message
+	if pat, ok := strings.CutPrefix(msg, "expected string to match pattern "); ok {
+		msg = patternError(pat, d.Value)
+	}
+	return field, msg
+}
+
+// fieldList renders a field map for logs and messages in a stable order.
+func fieldList(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ": " + m[k]
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,294 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"gopkg.in/yaml.v3"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+)
+
+// FlowView is a flow as the API shows it.
+type FlowView struct {
+	ID               string            `json:"id"`
+	Name             string            `json:"name"`
+	Description      string            `json:"description"`
+	Visibility       string            `json:"visibility"`
+	Org              string            `json:"org"`
+	Template         string            `json:"template" doc:"The flow template YAML"`
+	Tags             map[string]string `json:"tags"`
+	RepoURL          *string           `json:"repo_url"`
+	LastDeploymentAt *float64          `json:"last_deployment_at"`
+	HTMLURL          string            `json:"html_url"`
+}
+
+func (a *API) flowView(org string, f store.Flow) FlowView {
+	v := FlowView{ID: f.ID, Name: f.Name, Description: f.Description, Visibility: f.Visibility, Org: org,
+		Template: f.Template, Tags: f.Tags, HTMLURL: a.cfg.BaseURL + "/" + org + "/flows/" + f.Name}
+	if v.Tags == nil {
+		v.Tags = map[string]string{}
+	}
+	if f.RepoURL != "" {
+		v.RepoURL = &f.RepoURL
+	}
+	return v
+}
+
+// OrgPath, FlowPath and TrailPath are the path parameters operations embed (exported, so
+// that Huma sees the embedded fields).
+type OrgPath struct {
+	Org string `path:"org" doc:"Organization name"`
+}
+
+type FlowPath struct {
+	Org  string `path:"org" doc:"Organization name"`
+	Flow string `path:"flow" doc:"Flow name"`
+}
+
+// FlowInput is the data_json of create flow.
+type FlowInput struct {
+	Name        string  `json:"name"`
+	Description string  `json:"description"`
+	Visibility  *string `json:"visibility,omitempty"`
+}
+
+type multipartInput struct {
+	OrgPath
+	ContentType string `header:"Content-Type"`
+	RawBody     []byte `contentType:"multipart/form-data"`
+}
+
+type stringOutput struct {
+	Status int
+	Body   string
+}
+
+func (a *API) registerFlows() {
+	o := op(http.MethodPut, "/flows/{org}/template_file", "createFlowWithTemplate", PrivWrite,
+		"Create or update a flow with a template file", "Flows")
+	o.DefaultStatus = http.StatusCreated
+	a.multipartOp(&o, "data_json", "FlowInput", "template_file")
+	huma.Register(a.huma, o, func(ctx context.Context, in *multipartInput) (*stringOutput, error) {
+		p := principalFrom(ctx)
+		f, err := parseForm(in.ContentType, in.RawBody, []string{"template_file"}, a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
+		if err != nil {
+			return nil, err
+		}
+		raw, ok := f.part("data_json")
+		if !ok {
+			return nil, fieldError("data_json", "Field required")
+		}
+		var body FlowInput
+		if err := decodeJSONPart("data_json", raw, &body); err != nil {
+			return nil, err
+		}
+		tmpl, _ := f.part("template_file")
+		return a.upsertFlow(ctx, p, body, tmpl)
+	})
+
+	type legacyInput struct {
+		OrgPath
+		Body struct {
+			FlowInput
+			Template []string `json:"template,omitempty" doc:"Deprecated list of required evidence names"`
+		}
+	}
+	o = op(http.MethodPut, "/flows/{org}", "createFlow", PrivWrite, "Create or update a flow (legacy JSON form)", "Flows")
+	o.DefaultStatus = http.StatusCreated
+	huma.Register(a.huma, o, func(ctx context.Context, in *legacyInput) (*stringOutput, error) {
+		return a.upsertFlow(ctx, principalFrom(ctx), in.Body.FlowInput, legacyTemplate(in.Body.Template))
+	})
+
+	type getOutput struct{ Body FlowView }
+	huma.Register(a.huma, op(http.MethodGet, "/flows/{org}/{flow}", "getFlow", PrivRead, "Get a flow", "Flows"),
+		func(ctx context.Context, in *FlowPath) (*getOutput, error) {
+			p := principalFrom(ctx)
+			f, err := a.flowByName(ctx, p, in.Flow)
+			if err != nil {
+				return nil, err
+			}
+			return &getOutput{Body: a.flowView(p.Org.Name, f)}, nil
+		})
+
+	type listInput struct {
+		OrgPath
+		Page          int    `query:"page" minimum:"0" doc:"Page number; with per_page the answer is paged"`
+		PerPage       int    `query:"per_page" minimum:"0" maximum:"100"`
+		SearchByName  string `query:"search_by_name" doc:"Only flows whose name contains this"`
+		CaseSensitive bool   `query:"case_sensitive"`
+	}
+	type listOutput struct {
+		Body any `doc:"A bare array of flows, or {data, pagination} when page or per_page is given"`
+	}
+	huma.Register(a.huma, op(http.MethodGet, "/flows/{org}", "listFlows", PrivRead, "List flows", "Flows"),
+		func(ctx context.Context, in *listInput) (*listOutput, error) {
+			p := principalFrom(ctx)
+			paged := in.Page > 0 || in.PerPage > 0
+			pg := store.Page{}
+			if paged {
+				pg = store.Page{Page: max(in.Page, 1), PerPage: in.PerPage}
+				if pg.PerPage == 0 {
+					pg.PerPage = 20
+				}
+			}
+			flows, total, err := a.store.ListFlows(ctx, p.Org.ID, store.FlowFilter{NameContains: in.SearchByName, CaseSensitive: in.CaseSensitive, Page: pg})
+			if err != nil {
+				return nil, a.internal(ctx, "list flows", err)
+			}
+			views := make([]FlowView, 0, len(flows))
+			for _, f := range flows {
+				views = append(views, a.flowView(p.Org.Name, f))
+			}
+			if !paged {
+				return &listOutput{Body: views}, nil
+			}
+			return &listOutput{Body: map[string]any{"data": views, "pagination": pagination(total, pg)}}, nil
+		})
+
+	type renameInput struct {
+		FlowPath
+		Body struct {
+			NewName string `json:"new_name"`
+		}
+	}
+	huma.Register(a.huma, op(http.MethodPut, "/flows/{org}/{flow}/rename", "renameFlow", PrivWrite, "Rename a flow", "Flows"),
+		func(ctx context.Context, in *renameInput) (*stringOutput, error) {
+			p := principalFrom(ctx)
+			c := checker{}
+			if c.required("new_name", in.Body.NewName) {
+				c.match("new_name", in.Body.NewName, flowNameRE, flowNamePattern)
+			}
+			if err := c.err(); err != nil {
+				return nil, err
+			}
+			f, err := a.flowByName(ctx, p, in.Flow)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := a.store.FlowByName(ctx, p.Org.ID, in.Body.NewName); err == nil {
+				return nil, fieldError("new_name", "A flow named '%s' already exists", in.Body.NewName)
+			}
+			env := &contract.Envelope{Kind: contract.KindFlowRenamed, FlowRename: &contract.FlowRename{FlowID: f.ID, NewName: in.Body.NewName}}
+			if err := a.publish(ctx, p, env); err != nil {
+				return nil, err
+			}
+			return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Flow '%s' was renamed to '%s'", in.Flow, in.Body.NewName)}, nil
+		})
+
+	huma.Register(a.huma, op(http.MethodPut, "/flows/{org}/{flow}/archive", "archiveFlow", PrivWrite, "Archive a flow", "Flows"),
+		func(ctx context.Context, in *FlowPath) (*stringOutput, error) {
+			p := principalFrom(ctx)
+			f, err := a.flowByName(ctx, p, in.Flow)
+			if err != nil {
+				return nil, err
+			}
+			if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindFlowArchived, FlowArchive: &contract.FlowRef{FlowID: f.ID}}); err != nil {
+				return nil, err
+			}
+			return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Flow '%s' was archived", in.Flow)}, nil
+		})
+}
+
+func (a *API) upsertFlow(ctx context.Context, p *Principal, in FlowInput, tmplFile []byte) (*stringOutput, error) {
+	c := checker{}
+	if c.required("name", in.Name) {
+		c.match("name", in.Name, flowNameRE, flowNamePattern)
+	}
+	visibility := "private"
+	if in.Visibility != nil && *in.Visibility != "" {
+		visibility = *in.Visibility
+		if visibility != "private" && visibility != "public" {
+			c["visibility"] = fmt.Sprintf("Input should be 'private' or 'public' [input: %s]", visibility)
+		}
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	tmpl, err := parseTemplate("template_file", tmplFile)
+	if err != nil {
+		return nil, err
+	}
+	existing, err := lookup(ctx, a, p, func() (store.Flow, error) { return a.store.FlowByName(ctx, p.Org.ID, in.Name) })
+	created := errors.Is(err, store.ErrNotFound)
+	if err != nil && !created {
+		return nil, a.internal(ctx, "look up flow", err)
+	}
+	id := existing.ID
+	if created {
+		id = newID()
+	}
+	env := &contract.Envelope{Kind: contract.KindFlowUpserted, Flow: &contract.FlowUpsert{
+		ID: id, Name: in.Name, Description: in.Description, Visibility: visibility, Template: tmpl.Content, TemplateID: tmpl.ID,
+	}}
+	if err := a.publish(ctx, p, env); err != nil {
+		return nil, err
+	}
+	if created {
+		return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Flow '%s' was created", in.Name)}, nil
+	}
+	return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Flow '%s' was updated", in.Name)}, nil
+}
+
+// legacyTemplate turns the deprecated list form (["artifact", "unit-test", ...]) into a
+// template: every name but "artifact" becomes a trail attestation of any type.
+func legacyTemplate(names []string) []byte {
+	type att struct {
+		Name string `yaml:"name"`
+		Type string `yaml:"type"`
+	}
+	doc := struct {
+		Version int `yaml:"version"`
+		Trail   struct {
+			Attestations []att `yaml:"attestations,omitempty"`
+		} `yaml:"trail"`
+	}{Version: 1}
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n != "" && n != "artifact" {
+			doc.Trail.Attestations = append(doc.Trail.Attestations, att{Name: n, Type: "*"})
+		}
+	}
+	b, _ := yaml.Marshal(doc) // a struct of strings always marshals
+	return b
+}
+
+// Pagination is the pagination object of paged lists.
+type Pagination struct {
+	Total     int `json:"total"`
+	Page      int `json:"page"`
+	PerPage   int `json:"per_page"`
+	PageCount int `json:"page_count"`
+}
+
+func pagination(total int, p store.Page) Pagination {
+	pages := 1
+	if p.PerPage > 0 {
+		pages = (total + p.PerPage - 1) / p.PerPage
+	}
+	return Pagination{Total: total, Page: max(p.Page, 1), PerPage: p.PerPage, PageCount: pages}
+}
+
+// multipartOp makes o take a multipart body that the handler parses itself (parseForm, with
+// per-part limits), and documents it in the OpenAPI: a JSON part and file parts.
+func (a *API) multipartOp(o *huma.Operation, jsonPart, jsonSchemaName string, files ...string) {
+	o.MaxBodyBytes = a.cfg.MaxFileBytes + a.cfg.MaxPartBytes
+	o.SkipValidateBody = true
+	o.RequestBody = multipartBody(jsonPart, jsonSchemaName, files...)
+}
+
+func multipartBody(jsonPart, jsonSchemaName string, files ...string) *huma.RequestBody {
+	props := map[string]*huma.Schema{
+		jsonPart: {Type: "string", Description: "JSON document (" + jsonSchemaName + "), sent as a form field without a filename"},
+	}
+	for _, f := range files {
+		props[f] = &huma.Schema{Type: "string", Format: "binary", Description: "optional file, at most 10 MB"}
+	}
+	return &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+		"multipart/form-data": {Schema: &huma.Schema{Type: "object", Properties: props, Required: []string{jsonPart}}},
+	}}
+}

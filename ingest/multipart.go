@@ -1,0 +1,108 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strings"
+)
+
+// form is a parsed multipart body: JSON parts by name and file parts by name. The Kosli CLI
+// sends JSON parts without a filename and files with one, but a JSON part sent as a file is
+// accepted too.
+type form struct {
+	values map[string][]byte
+	files  map[string]formFile
+}
+
+type formFile struct {
+	name string
+	data []byte
+}
+
+// part returns the bytes of a part whichever way it was sent.
+func (f *form) part(name string) ([]byte, bool) {
+	if v, ok := f.values[name]; ok {
+		return v, true
+	}
+	if v, ok := f.files[name]; ok {
+		return v.data, true
+	}
+	return nil, false
+}
+
+// parseForm reads a multipart body, enforcing the size limit of each part: fileParts may be
+// up to maxFile bytes, every other part up to maxPart. A part over its limit is a 413 naming it.
+func parseForm(contentType string, body []byte, fileParts []string, maxFile, maxPart int64) (*form, error) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
+		return nil, apiError(http.StatusBadRequest, "Expected a multipart/form-data body with a boundary")
+	}
+	isFile := map[string]bool{}
+	for _, n := range fileParts {
+		isFile[n] = true
+	}
+	r := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	f := &form{values: map[string][]byte{}, files: map[string]formFile{}}
+	for {
+		p, err := r.NextPart()
+		if errors.Is(err, io.EOF) {
+			return f, nil
+		}
+		if err != nil {
+			return nil, apiError(http.StatusBadRequest, "Malformed multipart body: %v", err)
+		}
+		name := p.FormName()
+		if name == "" {
+			continue
+		}
+		limit := maxPart
+		if isFile[name] {
+			limit = maxFile
+		}
+		data, err := io.ReadAll(io.LimitReader(p, limit+1))
+		if err != nil {
+			return nil, apiError(http.StatusBadRequest, "Malformed multipart part '%s': %v", name, err)
+		}
+		if int64(len(data)) > limit {
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge,
+				Message: fmt.Sprintf("Part '%s' is larger than the limit of %d bytes", name, limit),
+				Errors:  map[string]string{name: fmt.Sprintf("larger than %d bytes", limit)}}
+		}
+		if p.FileName() != "" {
+			f.files[name] = formFile{name: p.FileName(), data: data}
+		} else {
+			f.values[name] = data
+		}
+	}
+}
+
+// decodeJSONPart decodes a JSON part into v, rejecting unknown types and trailing data.
+func decodeJSONPart(name string, b []byte, v any) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return fieldError(name, "Field required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fieldError(name, "Invalid JSON: %s", jsonErrorText(err))
+	}
+	if dec.More() {
+		return fieldError(name, "Invalid JSON: unexpected data after the object")
+	}
+	return nil
+}
+
+// jsonErrorText names the field a type error happened in.
+func jsonErrorText(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("field '%s' should be %s, not %s", te.Field, te.Type, te.Value)
+	}
+	return err.Error()
+}

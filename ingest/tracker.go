@@ -1,0 +1,118 @@
+package ingest
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Visibility answers whether messages have been applied and evaluated.
+type Visibility interface {
+	Visible(ctx context.Context, ids []string) (bool, error)
+}
+
+// Tracker gives each API key read-your-writes: it remembers the messages a key published that
+// the evaluator has not yet made visible, and lets that key's next request wait for them. A
+// request from another client never waits for someone else's writes.
+type Tracker struct {
+	vis     Visibility
+	maxWait time.Duration
+	poll    time.Duration
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string][]string // key ID -> message IDs
+	changed chan struct{}       // closed and replaced on every Notify
+}
+
+// NewTracker builds a tracker. maxWait bounds every wait (then the read proceeds, possibly
+// stale, and a warning is logged); poll is how often the store is asked when nobody calls
+// Notify (the distributed mode, where the evaluator runs elsewhere).
+func NewTracker(vis Visibility, maxWait, poll time.Duration, log *slog.Logger) *Tracker {
+	if poll <= 0 {
+		poll = 5 * time.Millisecond
+	}
+	return &Tracker{vis: vis, maxWait: maxWait, poll: poll, log: log, pending: map[string][]string{}, changed: make(chan struct{})}
+}
+
+// Published records that key published message id.
+func (t *Tracker) Published(key, id string) {
+	t.mu.Lock()
+	t.pending[key] = append(t.pending[key], id)
+	n := len(t.pending[key])
+	t.mu.Unlock()
+	if n%1024 == 0 {
+		// A client that writes and never reads: drop what is already visible.
+		t.prune(context.Background(), key)
+	}
+}
+
+// Notify wakes waiters; the embedded evaluator calls it after each evaluation round.
+func (t *Tracker) Notify() {
+	t.mu.Lock()
+	close(t.changed)
+	t.changed = make(chan struct{})
+	t.mu.Unlock()
+}
+
+// Pending reports how many of key's messages are not yet known to be visible.
+func (t *Tracker) Pending(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending[key])
+}
+
+// Wait blocks until every message key published is visible, the bound passes, or ctx ends.
+func (t *Tracker) Wait(ctx context.Context, key string) {
+	if t.Pending(key) == 0 {
+		return
+	}
+	deadline := time.NewTimer(t.maxWait)
+	defer deadline.Stop()
+	for {
+		t.mu.Lock()
+		changed := t.changed
+		t.mu.Unlock()
+		if t.prune(ctx, key) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			t.log.Warn("read-your-writes wait timed out; serving the read anyway", "key", key, "pending", t.Pending(key), "wait", t.maxWait)
+			return
+		case <-changed:
+		case <-time.After(t.poll):
+		}
+	}
+}
+
+// prune forgets key's messages once all are visible and reports whether none remain.
+func (t *Tracker) prune(ctx context.Context, key string) bool {
+	t.mu.Lock()
+	ids := append([]string(nil), t.pending[key]...)
+	t.mu.Unlock()
+	if len(ids) == 0 {
+		return true
+	}
+	ok, err := t.vis.Visible(ctx, ids)
+	if err != nil {
+		t.log.Warn("read-your-writes: visibility check failed", "err", err)
+		return false
+	}
+	if !ok {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Keep what was published while we checked.
+	rest := t.pending[key][len(ids):]
+	if len(rest) == 0 {
+		delete(t.pending, key)
+		return true
+	}
+	t.pending[key] = append([]string(nil), rest...)
+	return false
+}
