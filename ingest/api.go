@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -88,6 +89,8 @@ func New(cfg Config, d Deps) *API {
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache()}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 
+	a.mux.Use(a.recoverPanics)
+
 	hc := huma.DefaultConfig("Veritrail API", "2.0")
 	hc.Info.Description = "Supply-chain compliance evidence: flows, trails, artifacts, attestations. Speaks the Kosli API v2."
 	hc.OpenAPIPath = "/api/v2/openapi"
@@ -131,6 +134,24 @@ func (a *API) OpenAPI() *huma.OpenAPI { return a.huma.OpenAPI() }
 // Tracker is the read-your-writes tracker; the embedded mode wires the evaluator's
 // notifications into it.
 func (a *API) Tracker() *Tracker { return a.tracker }
+
+// recoverPanics turns a handler panic into a logged 500 with the error body, instead of a
+// dropped connection the client would retry blindly.
+func (a *API) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				a.log.Error("ingest: panic while handling a request", "method", r.Method, "path", r.URL.Path, "panic", v,
+					"stack", string(debug.Stack()))
+				writeJSON(w, http.StatusInternalServerError, apiError(http.StatusInternalServerError, "Internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -309,8 +309,9 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 		return nil, err
 	}
 	if target != "" && common.ArtifactFingerprint == "" && isJSONNull(common.GitCommitInfo) {
-		return nil, fieldError("artifact_fingerprint",
-			"Attestation '%s.%s' requires at least one of: artifact_fingerprint or git_commit_info.", target, name)
+		// The CLI looks for this sentence in the message itself.
+		msg := fmt.Sprintf("Attestation '%s.%s' requires at least one of: artifact_fingerprint or git_commit_info.", target, name)
+		return nil, &Error{Status: http.StatusBadRequest, Message: msg, Errors: map[string]string{"artifact_fingerprint": msg}}
 	}
 	att := attestation{name: name, target: target, fingerprint: common.ArtifactFingerprint, data: data}
 	if err := a.judge(ctx, p, kind, raw, &att); err != nil {

@@ -107,12 +107,22 @@ func (t *Tracker) prune(ctx context.Context, key string) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Keep what was published while we checked.
-	rest := t.pending[key][len(ids):]
+	// Forget exactly what was checked: another waiter of the same key may have pruned some of it
+	// already, and more may have been published meanwhile.
+	checked := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		checked[id] = struct{}{}
+	}
+	rest := t.pending[key][:0:0]
+	for _, id := range t.pending[key] {
+		if _, ok := checked[id]; !ok {
+			rest = append(rest, id)
+		}
+	}
 	if len(rest) == 0 {
 		delete(t.pending, key)
 		return true
 	}
-	t.pending[key] = append([]string(nil), rest...)
+	t.pending[key] = rest
 	return false
 }

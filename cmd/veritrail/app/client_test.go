@@ -99,9 +99,14 @@ func (k *kosli) multipart(method, path, jsonField string, payload any, files ...
 	k.t.Helper()
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
-	js, err := json.Marshal(payload)
-	if err != nil {
-		k.t.Fatal(err)
+	var js []byte
+	if raw, ok := payload.(rawJSON); ok {
+		js = []byte(raw)
+	} else {
+		var err error
+		if js, err = json.Marshal(payload); err != nil {
+			k.t.Fatal(err)
+		}
 	}
 	h := textproto.MIMEHeader{}
 	h.Set("Content-Disposition", `form-data; name="`+jsonField+`"`)

@@ -39,7 +39,8 @@ func commitInfo() map[string]any {
 // TestEndToEnd walks a pipeline as the Kosli CLI drives it: a flow with a template, a trail,
 // every kind of evidence, an artifact, and the trail's compliance at each step.
 func TestEndToEnd(t *testing.T) {
-	forEachMode(t, func(t *testing.T, k *kosli) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
 		org := "/" + testOrg
 		k.multipart(http.MethodPut, "/flows"+org+"/template_file", "data_json",
 			map[string]any{"name": "app", "description": "the app"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/veritrail/veritrail/bus/kafkabus"
 	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
+	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest"
 )
 
@@ -22,10 +23,10 @@ const (
 	testToken = "vt_test_token_for_acme_0123456789"
 )
 
-// mode starts Veritrail one way and returns its base URL.
+// mode starts Veritrail one way and returns its base URL and a store handle.
 type mode struct {
 	name  string
-	start func(t *testing.T) string
+	start func(t *testing.T) (string, store.Store)
 }
 
 func modes() []mode {
@@ -43,7 +44,7 @@ func baseConfig() Config {
 	}
 }
 
-func startEmbedded(t *testing.T) string {
+func startEmbedded(t *testing.T) (string, store.Store) {
 	t.Helper()
 	cfg := baseConfig()
 	cfg.DataDir = t.TempDir()
@@ -56,7 +57,7 @@ func startEmbedded(t *testing.T) string {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return "http://" + r.Addr
+	return "http://" + r.Addr, r.Store
 }
 
 // postgresSchema makes an isolated schema and returns a DSN that uses it.
@@ -88,7 +89,7 @@ func postgresSchema(t *testing.T) string {
 }
 
 // startDistributed runs ingest and evaluate as separate tiers on kfake and PostgreSQL.
-func startDistributed(t *testing.T) string {
+func startDistributed(t *testing.T) (string, store.Store) {
 	t.Helper()
 	cfg := baseConfig()
 	cfg.Postgres = postgresSchema(t)
@@ -103,15 +104,22 @@ func startDistributed(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close() })
-	return "http://" + in.Addr
+	return "http://" + in.Addr, in.Store
+}
+
+// env is a running Veritrail as a test sees it.
+type env struct {
+	k     *kosli      // the bootstrap admin of testOrg
+	base  string      // http://host:port
+	store store.Store // for provisioning identities, as `veritrail admin` does
 }
 
 // forEachMode runs the test body against every run mode.
-func forEachMode(t *testing.T, body func(t *testing.T, k *kosli)) {
+func forEachMode(t *testing.T, body func(t *testing.T, e env)) {
 	for _, m := range modes() {
 		t.Run(m.name, func(t *testing.T) {
-			base := m.start(t)
-			body(t, newKosli(t, base+"/api/v2", testToken))
+			base, st := m.start(t)
+			body(t, env{k: newKosli(t, base+"/api/v2", testToken), base: base, store: st})
 		})
 	}
 }
