@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -41,6 +42,8 @@ type Deps struct {
 type Evaluator struct {
 	d         Deps
 	templates *lru.Cache[string, *template.Template]
+
+	evaluations atomic.Int64 // trail evaluations committed, for tests and metrics
 
 	mu    sync.Mutex
 	dirty map[string]struct{}
@@ -190,7 +193,7 @@ func (e *Evaluator) retryLater(ctx context.Context, id string) {
 
 // EvaluateTrail recomputes one trail's compliance from the store and clears the dirt it saw.
 func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
-	return e.d.Store.Update(ctx, func(tx store.Tx) error {
+	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
 		gen, err := tx.DirtyGeneration(ctx, trailID)
 		if err != nil {
 			return err
@@ -228,7 +231,14 @@ func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
 		}
 		return tx.ClearDirty(ctx, trailID, gen)
 	})
+	if err == nil {
+		e.evaluations.Add(1)
+	}
+	return err
 }
+
+// Evaluations is the number of trail evaluations performed so far.
+func (e *Evaluator) Evaluations() int64 { return e.evaluations.Load() }
 
 func (e *Evaluator) templateOf(ctx context.Context, r store.Reader, id string) (*template.Template, error) {
 	if t, ok := e.templates.Get(id); ok {
