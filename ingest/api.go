@@ -255,7 +255,10 @@ func parseTemplate(field string, content []byte) (*template.Template, error) {
 	if errors.As(err, &ve) {
 		fields := make(map[string]string, len(ve.Fields))
 		for k, v := range ve.Fields {
-			fields[field+"."+k] = v
+			if k != field { // syntax errors are already keyed by the part
+				k = field + "." + k
+			}
+			fields[k] = v
 		}
 		if len(fields) == 0 {
 			fields[field] = err.Error()

@@ -107,7 +107,7 @@ func (a *API) registerCustomTypes() {
 			}
 			return nil, fieldError("type_schema", "%v", err)
 		}
-		existing, err := a.store.CustomType(ctx, p.Org.ID, body.Name)
+		existing, err := lookup(ctx, a, p, func() (store.CustomType, error) { return a.store.CustomType(ctx, p.Org.ID, body.Name) })
 		created := errors.Is(err, store.ErrNotFound) || (err == nil && existing.Archived)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, a.internal(ctx, "look up custom type", err)

@@ -73,7 +73,7 @@ type ArtifactStatus struct {
 // EngineOptions configures an Engine. The zero value is usable.
 type EngineOptions struct {
 	CacheSize int           // prepared queries kept, least recently used dropped first (default 1024)
-	Timeout   time.Duration // limit of one evaluation on top of the caller's context (default 5s)
+	Timeout   time.Duration // limit of one evaluation (not of a first preparation) on top of the caller's context (default 5s)
 }
 
 // Engine evaluates trails against flow templates. Each template version (Template.ID) is compiled and prepared
@@ -100,9 +100,6 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	if t == nil {
 		t = emptyTemplate
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-
 	pq, err := e.queries.Prepared(ctx, t.key(), func() (QuerySpec, error) {
 		mod, err := Compile(t)
 		if err != nil {
@@ -113,6 +110,10 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	if err != nil {
 		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
 	}
+	// The time limit covers the evaluation, not the wait for a preparation shared with other callers (which only
+	// the caller's context bounds).
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
 	if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
 		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
 	}
