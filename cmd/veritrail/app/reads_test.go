@@ -21,14 +21,14 @@ func TestReads(t *testing.T) {
 			file{"template_file", "t.yml", []byte("version: 1\n")}).want(t, http.StatusCreated)
 
 		// Flows: bare array without paging, {data, pagination} with it; search by name.
-		if flows := k.get("/flows/" + org).want(t, 200).Array(t); len(flows) != 2 {
+		if flows := k.get("/flows/"+org).want(t, 200).Array(t); len(flows) != 2 {
 			t.Fatalf("flows: %v", flows)
 		}
-		paged := k.get("/flows/" + org + "?page=1&per_page=1").want(t, 200).JSON(t)
+		paged := k.get("/flows/"+org+"?page=1&per_page=1").want(t, 200).JSON(t)
 		if pg := paged["pagination"].(map[string]any); pg["total"] != float64(2) || pg["page_count"] != float64(2) {
 			t.Fatalf("paged flows: %v", paged)
 		}
-		if found := k.get("/flows/" + org + "?search_by_name=OTH").want(t, 200).Array(t); len(found) != 1 {
+		if found := k.get("/flows/"+org+"?search_by_name=OTH").want(t, 200).Array(t); len(found) != 1 {
 			t.Fatalf("search_by_name: %v", found)
 		}
 
@@ -40,26 +40,26 @@ func TestReads(t *testing.T) {
 				"git_commit_info": commitInfo(), "repo_info": map[string]any{"name": "acme/app", "url": "u", "id": "42"}}).want(t, http.StatusCreated)
 		}
 		wantError(t, k.get("/artifacts/"+org+"/app/fingerprint/"+fpBackend[:10]), http.StatusBadRequest, "ambiguous", "fingerprint")
-		if a := k.get("/artifacts/" + org + "/app/fingerprint/" + fp2[:63]).want(t, 200).JSON(t); a["fingerprint"] != fp2 {
+		if a := k.get("/artifacts/"+org+"/app/fingerprint/"+fp2[:63]).want(t, 200).JSON(t); a["fingerprint"] != fp2 {
 			t.Fatalf("prefix lookup: %v", a)
 		}
-		if arts := k.get("/artifacts/" + org + "/app/commit_sha/" + commit).want(t, 200).Array(t); len(arts) != 2 {
+		if arts := k.get("/artifacts/"+org+"/app/commit_sha/"+commit).want(t, 200).Array(t); len(arts) != 2 {
 			t.Fatalf("by commit: %d", len(arts))
 		}
-		if arts := k.get("/artifacts/" + org + "?repo_name=acme/app").want(t, 200).Array(t); len(arts) != 2 {
+		if arts := k.get("/artifacts/"+org+"?repo_name=acme/app").want(t, 200).Array(t); len(arts) != 2 {
 			t.Fatalf("list by repo: %d", len(arts))
 		}
-		lc := k.get("/artifacts/" + org + "/app/" + strings.Repeat("0", 64) + "/latest_commit").want(t, 200).JSON(t)
+		lc := k.get("/artifacts/"+org+"/app/"+strings.Repeat("0", 64)+"/latest_commit").want(t, 200).JSON(t)
 		if lc["latest_commit"] != commit {
 			t.Fatalf("latest_commit: %v", lc)
 		}
 
 		// Trails: list with filters.
-		list := k.get("/trails/" + org + "?fingerprint=" + fp2).want(t, 200).JSON(t)
+		list := k.get("/trails/"+org+"?fingerprint="+fp2).want(t, 200).JSON(t)
 		if data := list["data"].([]any); len(data) != 1 || data[0].(map[string]any)["name"] != "t1" {
 			t.Fatalf("trails by fingerprint: %v", list)
 		}
-		if data := k.get("/trails/" + org + "?flow=other").want(t, 200).JSON(t)["data"].([]any); len(data) != 0 {
+		if data := k.get("/trails/"+org+"?flow=other").want(t, 200).JSON(t)["data"].([]any); len(data) != 0 {
 			t.Fatalf("trails of flow other: %v", data)
 		}
 
@@ -67,13 +67,13 @@ func TestReads(t *testing.T) {
 		k.multipart(http.MethodPost, "/attestations/"+org+"/app/trail/t1/generic", "data_json",
 			map[string]any{"attestation_name": "tests", "artifact_fingerprint": fp2, "is_compliant": true},
 			file{"attachment_file", "evidence.tgz", []byte("tarball bytes")}).want(t, http.StatusCreated)
-		byArtifact := k.get("/attestations/" + org + "/app/artifact/" + fp2 + "/tests").want(t, 200).Array(t)
+		byArtifact := k.get("/attestations/"+org+"/app/artifact/"+fp2+"/tests").want(t, 200).Array(t)
 		att := byArtifact[0].(map[string]any)
 		id := att["attestation_id"].(string)
 		if att["has_audit_package"] != true || att["artifact_fingerprint"] != fp2 || att["reported_by"] != "admin" {
 			t.Fatalf("attestation: %v", att)
 		}
-		listed := k.get("/attestations/" + org + "?attestation_id=" + id).want(t, 200).JSON(t)
+		listed := k.get("/attestations/"+org+"?attestation_id="+id).want(t, 200).JSON(t)
 		if data := listed["data"].([]any); len(data) != 1 || data[0].(map[string]any)["attestation_id"] != id {
 			t.Fatalf("by attestation_id: %v", listed)
 		}
@@ -89,18 +89,18 @@ func TestReads(t *testing.T) {
 				"evaluator": map[string]any{"content_type": "jq", "rules": []string{".x > 1"}}},
 				file{"type_schema", "s.json", []byte(`{"type":"object"}`)}).want(t, []int{201, 200}[i])
 		}
-		ct := k.get("/custom-attestation-types/" + org + "/cov").want(t, 200).JSON(t)
+		ct := k.get("/custom-attestation-types/"+org+"/cov").want(t, 200).JSON(t)
 		if vs := ct["versions"].([]any); len(vs) != 2 || vs[1].(map[string]any)["version"] != float64(2) {
 			t.Fatalf("custom type versions: %v", ct)
 		}
 		k.send(http.MethodPut, "/custom-attestation-types/"+org+"/cov/archive", nil).want(t, 200)
-		if types := k.get("/custom-attestation-types/" + org).want(t, 200).Array(t); len(types) != 0 {
+		if types := k.get("/custom-attestation-types/"+org).want(t, 200).Array(t); len(types) != 0 {
 			t.Fatalf("archived type still listed: %v", types)
 		}
 
 		// Rename and archive a flow; the CLI sends the body `null` to archive.
 		k.send(http.MethodPut, "/flows/"+org+"/other/rename", map[string]any{"new_name": "renamed"}).want(t, 200)
-		k.get("/flows/" + org + "/renamed").want(t, 200)
+		k.get("/flows/"+org+"/renamed").want(t, 200)
 		k.send(http.MethodPut, "/flows/"+org+"/renamed/archive", nil).want(t, 200)
 		wantError(t, k.get("/flows/"+org+"/renamed"), http.StatusNotFound, "Flow named 'renamed' does not exist", "")
 	})
@@ -134,7 +134,7 @@ func TestPersonalKeyAcrossOrgs(t *testing.T) {
 		jane.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app"},
 			file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
 		jane.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
-		if tr := jane.get("/trails/" + testOrg + "/app/t1").want(t, 200).JSON(t); tr["created_by"] != "Jane Doe" {
+		if tr := jane.get("/trails/"+testOrg+"/app/t1").want(t, 200).JSON(t); tr["created_by"] != "Jane Doe" {
 			t.Fatalf("created_by %v", tr["created_by"])
 		}
 		jane.get("/flows/second").want(t, 200)
