@@ -44,7 +44,8 @@ func runAdmin(ctx context.Context, args []string) error {
 	user := fs.String("user", "", "user of a personal key")
 	name := fs.String("name", "", "name of the key (shown as created_by for organization keys)")
 	secret := fs.String("secret", "", "use this secret instead of a random one (e.g. from a secrets manager)")
-	if err := fs.Parse(args[1:]); err != nil {
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
 		return err
 	}
 	open := func() (store.Store, error) {
@@ -68,44 +69,44 @@ func runAdmin(ctx context.Context, args []string) error {
 	now := float64(time.Now().UnixMicro()) / 1e6
 	switch sub {
 	case "create-org":
-		if fs.NArg() != 1 {
+		if len(pos) != 1 {
 			return errors.New("usage: veritrail admin create-org NAME")
 		}
-		if _, err := st.OrgByName(ctx, fs.Arg(0)); err == nil {
-			return fmt.Errorf("organization %q already exists", fs.Arg(0))
+		if _, err := st.OrgByName(ctx, pos[0]); err == nil {
+			return fmt.Errorf("organization %q already exists", pos[0])
 		}
-		if _, err := app.EnsureOrg(ctx, st, fs.Arg(0)); err != nil {
+		if _, err := app.EnsureOrg(ctx, st, pos[0]); err != nil {
 			return err
 		}
-		fmt.Printf("created organization %s\n", fs.Arg(0))
+		fmt.Printf("created organization %s\n", pos[0])
 	case "create-user":
-		if fs.NArg() != 1 {
+		if len(pos) != 1 {
 			return errors.New("usage: veritrail admin create-user NAME [--display-name D]")
 		}
 		d := *display
 		if d == "" {
-			d = fs.Arg(0)
+			d = pos[0]
 		}
-		if err := st.CreateUser(ctx, store.User{ID: uuid.NewString(), Name: fs.Arg(0), DisplayName: d, CreatedAt: now}); err != nil {
+		if err := st.CreateUser(ctx, store.User{ID: uuid.NewString(), Name: pos[0], DisplayName: d, CreatedAt: now}); err != nil {
 			return err
 		}
-		fmt.Printf("created user %s\n", fs.Arg(0))
+		fmt.Printf("created user %s\n", pos[0])
 	case "add-member":
-		if fs.NArg() != 2 {
+		if len(pos) != 2 {
 			return errors.New("usage: veritrail admin add-member USER ORG [--role R]")
 		}
-		u, err := userByName(ctx, st, fs.Arg(0))
+		u, err := userByName(ctx, st, pos[0])
 		if err != nil {
 			return err
 		}
-		o, err := st.OrgByName(ctx, fs.Arg(1))
+		o, err := st.OrgByName(ctx, pos[1])
 		if err != nil {
-			return fmt.Errorf("organization %q: %w", fs.Arg(1), err)
+			return fmt.Errorf("organization %q: %w", pos[1], err)
 		}
 		if err := st.AddMember(ctx, u.ID, o.ID, r); err != nil {
 			return err
 		}
-		fmt.Printf("%s is now %s of %s\n", fs.Arg(0), r, fs.Arg(1))
+		fmt.Printf("%s is now %s of %s\n", pos[0], r, pos[1])
 	case "create-key":
 		s := *secret
 		if s == "" {
@@ -150,4 +151,20 @@ func userByName(ctx context.Context, st store.Store, name string) (store.User, e
 		return u, fmt.Errorf("user %q: %w", name, err)
 	}
 	return u, nil
+}
+
+// parseInterleaved parses flags that may come before or after positional arguments
+// ("create-org acme --data-dir d" as well as "create-org --data-dir d acme").
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
