@@ -58,11 +58,27 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
+// migrate creates missing tables in one transaction. On PostgreSQL, tiers starting together
+// would race on CREATE TABLE IF NOT EXISTS (it is not atomic there), so they take turns
+// under an advisory lock.
 func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
+	}
+	defer tx.Rollback()
+	if s.d.name == postgresDialect.name {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7465727469)`); err != nil {
+			return fmt.Errorf("sqlstore: migrate lock: %w", err)
+		}
+	}
 	for _, stmt := range s.d.schema() {
-		if _, err := s.w.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
 		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
 	}
 	return nil
 }

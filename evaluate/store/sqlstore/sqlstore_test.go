@@ -140,3 +140,28 @@ func withSearchPath(dsn, schema string) string {
 	}
 	return strings.TrimSpace(dsn) + " search_path=" + schema
 }
+
+// TestPostgresConcurrentOpen: tiers starting at the same moment on an empty database all
+// succeed (CREATE TABLE IF NOT EXISTS alone races on PostgreSQL).
+func TestPostgresConcurrentOpen(t *testing.T) {
+	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = defaultPostgres
+	}
+	dsn = withSearchPath(dsn, createSchema(t, connectPostgres(t, dsn)))
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			st, err := sqlstore.OpenPostgres(context.Background(), dsn)
+			if err == nil {
+				st.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
