@@ -9,6 +9,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"reflect"
 	"strings"
 )
 
@@ -90,6 +91,10 @@ func decodeJSONPart(name string, b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return fieldError(te.Field, "Input should be %s [input: %s]", jsonKind(te.Type), te.Value)
+		}
 		return fieldError(name, "Invalid JSON: %s", jsonErrorText(err))
 	}
 	if dec.More() {
@@ -105,4 +110,23 @@ func jsonErrorText(err error) string {
 		return fmt.Sprintf("field '%s' should be %s, not %s", te.Field, te.Type, te.Value)
 	}
 	return err.Error()
+}
+
+// jsonKind names a Go type the way a JSON author thinks of it.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a valid boolean"
+	case reflect.String:
+		return "a valid string"
+	case reflect.Slice, reflect.Array:
+		return "a valid list"
+	case reflect.Map, reflect.Struct:
+		return "a valid dictionary"
+	case reflect.Int, reflect.Int64, reflect.Float64:
+		return "a valid number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "of type " + t.String()
 }

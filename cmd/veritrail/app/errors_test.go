@@ -251,3 +251,12 @@ func TestReadYourWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestTypeErrorNamesField: a data_json field of the wrong JSON type is a 400 naming that field.
+func TestTypeErrorNamesField(t *testing.T) {
+	base, _ := startEmbedded(t)
+	k := newKosli(t, base+"/api/v2", testToken)
+	setupFlow(t, k)
+	wantError(t, k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "x", "is_compliant": "yes"}), http.StatusBadRequest, "Input payload validation failed", "is_compliant")
+}
