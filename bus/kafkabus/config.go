@@ -72,10 +72,10 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Partitions < 0 {
-		errs = append(errs, fmt.Errorf("kafkabus: partitions must be positive, got %d", c.Partitions))
+		errs = append(errs, fmt.Errorf("kafkabus: partitions must not be negative (0 means %d), got %d", DefaultPartitions, c.Partitions))
 	}
 	if c.ReplicationFactor < 0 {
-		errs = append(errs, fmt.Errorf("kafkabus: replication factor must be positive, got %d", c.ReplicationFactor))
+		errs = append(errs, fmt.Errorf("kafkabus: replication factor must not be negative (0 means %d), got %d", DefaultReplicationFactor, c.ReplicationFactor))
 	}
 	return errors.Join(errs...)
 }
@@ -103,11 +103,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, prefix string) {
 		}
 		fs.Var(v, name, fmt.Sprintf("%s (env %s)", usage, env))
 	}
-	register((*listValue)(&c.Brokers), "kafka-brokers", "comma-separated Kafka bootstrap brokers, host:port")
-	register((*stringValue)(&c.ConsumerGroup), "kafka-consumer-group", "Kafka consumer group of the subscribers")
-	register((*stringValue)(&c.ClientID), "kafka-client-id", "Kafka client ID")
-	register(&intValue[int32]{p: &c.Partitions, bits: 32}, "kafka-partitions", "partitions of the Kafka topics created on first use")
-	register(&intValue[int16]{p: &c.ReplicationFactor, bits: 16}, "kafka-replication-factor", "replication factor of the Kafka topics created on first use")
+	// Back-quoted words name the flags' arguments in the usage text.
+	register((*listValue)(&c.Brokers), "kafka-brokers", "comma-separated Kafka bootstrap `brokers`, as host:port")
+	register((*stringValue)(&c.ConsumerGroup), "kafka-consumer-group", "Kafka consumer `group` shared by the subscribers")
+	register((*stringValue)(&c.ClientID), "kafka-client-id", "Kafka client `ID`")
+	register(&intValue[int32]{p: &c.Partitions, bits: 32}, "kafka-partitions", "`count` of partitions of the Kafka topics created on first use")
+	register(&intValue[int16]{p: &c.ReplicationFactor, bits: 16}, "kafka-replication-factor", "replication `factor` of the Kafka topics created on first use")
 }
 
 // EnvVar returns the environment variable that RegisterFlags reads for the

@@ -3,17 +3,21 @@
 // `veritrail evaluate` consumes them through NewSubscriber. It wraps
 // watermill-kafka (Sarama) with the settings Veritrail relies on:
 //
-//   - Publishing is synchronous and waits for all in-sync replicas, through an
-//     idempotent producer, so a successful Publish means the message is durable
-//     and retries did not duplicate or reorder it.
+//   - Publish returns once the broker has the message from all in-sync
+//     replicas, and the idempotent producer keeps Sarama's internal retries
+//     from duplicating or reordering messages.
 //   - Messages with the same PartitionKeyMetadata value go to the same
-//     partition, so they are consumed in publish order.
+//     partition, so they are consumed in the order they were published.
 //   - Subscribers share Config.ConsumerGroup, start from the oldest message
-//     when the group has no offset yet, and commit each message's offset
-//     synchronously once it is acked: a restarted subscriber resumes right
-//     after the last acked message and gets unacked ones again.
+//     when the group has no committed offset yet, and commit only offsets of
+//     acked messages, so a restarted subscriber resumes after the last acked
+//     message and gets unacked ones again.
 //   - Topics are created on first use (see EnsureTopics), so nothing fails on
 //     a fresh cluster or on one with automatic topic creation disabled.
+//
+// Delivery is at-least-once: after a crash or a rebalance a consumer may see
+// again messages that were acked less than a second before, so handlers must
+// be idempotent.
 package kafkabus
 
 import (
@@ -31,7 +35,8 @@ import (
 
 // PartitionKeyMetadata is the message metadata key whose value chooses the
 // partition: messages with equal values land on the same partition and are
-// consumed in publish order. Veritrail sets it to the trail ID.
+// consumed in publish order. Veritrail uses the trail ID, to keep each
+// trail's evidence in order.
 //
 // A message without it is keyed by its UUID instead: keyless messages spread
 // evenly over the partitions (by hash, not round-robin), and a re-publish of
@@ -60,10 +65,10 @@ func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (message.Publisher
 	return &publisher{Publisher: pub, topics: newTopicEnsurer(cfg)}, nil
 }
 
-// NewSubscriber returns a subscriber in consumer group cfg.ConsumerGroup. Each
-// message's offset is committed synchronously after it is acked, and a nacked
-// message is redelivered, so processing is at-least-once. Missing topics are
-// created on Subscribe.
+// NewSubscriber returns a subscriber in consumer group cfg.ConsumerGroup.
+// Acked messages' offsets are committed within a second and when the
+// subscriber closes or loses partitions in a rebalance; a nacked message is
+// redelivered after a short pause. Missing topics are created on Subscribe.
 func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (message.Subscriber, error) {
 	err := cfg.Validate()
 	if cfg.ConsumerGroup == "" {
@@ -101,8 +106,9 @@ func newMarshaler() kafka.MarshalerUnmarshaler {
 	})
 }
 
-// baseSaramaConfig starts from Sarama's defaults rather than watermill-kafka's,
-// which pin protocol version 1.0.0, older than Kafka 4 brokers accept.
+// baseSaramaConfig starts from Sarama's defaults (protocol version 2.8) rather
+// than watermill-kafka's, which pin 1.0.0: older than the 2.1 baseline that
+// Kafka 4 brokers require (KIP-896).
 func baseSaramaConfig(cfg Config) *sarama.Config {
 	sc := sarama.NewConfig()
 	sc.ClientID = cfg.ClientID
@@ -120,8 +126,8 @@ func publisherSaramaConfig(cfg Config) *sarama.Config {
 	// reordering; Sarama requires one in-flight request per broker for it.
 	sc.Producer.Idempotent = true
 	sc.Net.MaxOpenRequests = 1
-	// About 15s of retries with exponential backoff rides out a leader
-	// election; past that Publish fails and ingest answers with an error.
+	// About 13s of retries with exponential backoff ride out a leader
+	// election; past that Publish fails and ingest reports the error.
 	sc.Producer.Retry.Max = 10
 	sc.Producer.Retry.BackoffFunc = sarama.NewExponentialBackoff(100*time.Millisecond, 2*time.Second)
 	sc.Producer.Partitioner = sarama.NewHashPartitioner

@@ -15,17 +15,20 @@ import (
 	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
 )
 
-// testLogger shows only errors: watermill-kafka logs every subscribe and
-// rebalance at info level, which would drown the test output.
+// testLogger shows only errors: watermill-kafka logs every subscription and
+// rebalance at info level.
 func testLogger() watermill.LoggerAdapter {
 	return watermill.NewSlogLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 }
 
-// fastRebalance shortens group timings, as watermill-kafka's own suite run
-// does. Several suite tests read a subscriber's topics one after another; a
-// member whose message nobody reads cannot leave its session, and the group
-// cannot rebalance until the coordinator drops it after the rebalance
-// timeout (Sarama's default: 60s).
+// fastRebalance shortens consumer group timings, as watermill-kafka's own
+// suite run does. Several suite tests hand a subscriber's messages to nobody
+// for a while (e.g. TestTopic reads its second topic only after the first);
+// the member holding such a message cannot rejoin the group, so every other
+// member waits until the coordinator drops it after the rebalance timeout,
+// 60s by default. A consumer that keeps reading all its subscriptions, as a
+// watermill router does, never holds its group up this way, so production
+// keeps Sarama's defaults.
 func fastRebalance(sc *sarama.Config) {
 	sc.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
 	sc.Consumer.Group.Rebalance.Timeout = 3 * time.Second
@@ -45,47 +48,54 @@ func newPubSub(t *testing.T, brokers []string, group string) (message.Publisher,
 	return pub, sub
 }
 
-// The suite's own knob ForceShort cuts its message counts (5000 to 50 in
-// TestContinueAfterSubscribeClose, 10000 to 100 in TestPublisherClose, ...):
-// with a synchronous offset commit per ack the full counts take minutes.
+// TestPubSubSuite runs watermill's universal Pub/Sub tests twice: with
+// keyless messages, and with every message keyed by its payload, which is
+// how the suite's order test groups messages (order holds per key only).
+//
+// ForceShort, the suite's own knob, cuts its message counts (e.g. 5000 to 50
+// messages in TestContinueAfterSubscribeClose, 10000 to 100 in
+// TestPublisherClose, 5000 messages and 50 subscribers to 100 and 10 in
+// TestConcurrentSubscribe, 3x100 nacks to 1x5 in TestContinueAfterErrors).
+// With the full counts the two runs take about 50s here, and over 100s with
+// -race, mostly waiting for group rebalances.
 func TestPubSubSuite(t *testing.T) {
-	brokers := kafkatest.NewCluster(t, 12)
+	brokers := kafkatest.NewCluster(t, kafkabus.DefaultPartitions)
 
-	// Subscribers made for one suite test share a consumer group, as
-	// evaluate processes do; separate groups per test keep one test's
-	// rebalances from stalling the others.
-	pubSub := func(t *testing.T) (message.Publisher, message.Subscriber) {
-		return newPubSub(t, brokers, "suite-"+t.Name())
-	}
-	withGroup := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-		return newPubSub(t, brokers, group)
+	// The subscribers of one suite test share a consumer group, as evaluate
+	// processes do; a group per test keeps one test's rebalances from
+	// stalling the others.
+	features := tests.Features{
+		ConsumerGroups: true,
+		// At-least-once: a message acked but not yet committed when its
+		// subscriber stops or loses the partition is delivered again.
+		ExactlyOnceDelivery: false,
+		Persistent:          true,
+		// Subscribers of a group split the messages between them.
+		NewSubscriberReceivesOldMessages: false,
+		ForceShort:                       true,
 	}
 
 	t.Run("keyless", func(t *testing.T) {
 		t.Parallel()
-		tests.TestPubSub(t, tests.Features{
-			ConsumerGroups: true,
-			// At-least-once: a message acked but not yet committed when a
-			// subscriber stops or loses its partition is delivered again.
-			ExactlyOnceDelivery: false,
-			// Keyless messages spread over partitions, which are consumed
-			// concurrently.
-			GuaranteedOrder: false,
-			Persistent:      true,
-			// Subscribers of one group split the messages between them.
-			NewSubscriberReceivesOldMessages: false,
-			ForceShort:                       false,
-		}, pubSub, withGroup)
+		features := features
+		// Keyless messages spread over partitions, consumed concurrently.
+		features.GuaranteedOrder = false
+		withGroup := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+			return newPubSub(t, brokers, group)
+		}
+		tests.TestPubSub(t, features, func(t *testing.T) (message.Publisher, message.Subscriber) {
+			return withGroup(t, "suite-"+t.Name())
+		}, withGroup)
 	})
 
-	// Order is guaranteed per partition key. The suite's order test groups
-	// messages by payload, so this run keys every message by its payload.
 	t.Run("keyed", func(t *testing.T) {
 		t.Parallel()
+		features := features
+		features.GuaranteedOrder = true
 		keyByPayload := message.MessageTransformPublisherDecorator(func(msg *message.Message) {
 			msg.Metadata.Set(kafkabus.PartitionKeyMetadata, string(msg.Payload))
 		})
-		keyed := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+		withGroup := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 			pub, sub := newPubSub(t, brokers, group)
 			pub, err := keyByPayload(pub)
 			if err != nil {
@@ -93,15 +103,8 @@ func TestPubSubSuite(t *testing.T) {
 			}
 			return pub, sub
 		}
-		tests.TestPubSub(t, tests.Features{
-			ConsumerGroups:                   true,
-			ExactlyOnceDelivery:              false,
-			GuaranteedOrder:                  true,
-			Persistent:                       true,
-			NewSubscriberReceivesOldMessages: false,
-			ForceShort:                       true,
-		}, func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return keyed(t, "suite-"+t.Name())
-		}, keyed)
+		tests.TestPubSub(t, features, func(t *testing.T) (message.Publisher, message.Subscriber) {
+			return withGroup(t, "suite-"+t.Name())
+		}, withGroup)
 	})
 }

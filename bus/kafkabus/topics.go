@@ -24,6 +24,9 @@ func EnsureTopics(ctx context.Context, cfg Config, topics ...string) error {
 	if len(topics) == 0 {
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kafkabus: ensuring topics %v: %w", topics, err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- ensureTopics(cfg, topics) }()
 	select {
