@@ -191,41 +191,46 @@ func (e *Evaluator) retryLater(ctx context.Context, id string) {
 	}()
 }
 
-// EvaluateTrail recomputes one trail's compliance from the store and clears the dirt it saw.
+// EvaluateTrail recomputes one trail's compliance and clears the dirt it saw. The trail is read
+// and evaluated outside any write transaction (SQLite has one writer, and applying messages
+// must not wait for OPA); only the result is written. Reading the generation first makes this
+// safe: a message applied meanwhile raises the generation, so the trail stays dirty and is
+// evaluated again.
 func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
-	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
-		gen, err := tx.DirtyGeneration(ctx, trailID)
-		if err != nil {
-			return err
-		}
-		tr, err := tx.TrailByID(ctx, trailID)
-		if errors.Is(err, store.ErrNotFound) {
-			return tx.ClearDirty(ctx, trailID, gen)
-		}
-		if err != nil {
-			return err
-		}
-		tmpl, err := e.templateOf(ctx, tx, tr.TemplateID)
-		if err != nil {
-			return err
-		}
-		atts, err := tx.TrailAttestations(ctx, trailID)
-		if err != nil {
-			return err
-		}
-		arts, err := tx.TrailArtifacts(ctx, trailID)
-		if err != nil {
-			return err
-		}
-		res, err := e.d.Engine.Evaluate(ctx, tmpl, trailInput(atts, arts))
-		if err != nil {
-			return fmt.Errorf("evaluate trail %s: %w", trailID, err)
-		}
-		at := e.now()
-		doc, states, err := complianceDoc(res, tmpl.ID, at, arts)
-		if err != nil {
-			return err
-		}
+	r := e.d.Store
+	gen, err := r.DirtyGeneration(ctx, trailID)
+	if err != nil {
+		return err
+	}
+	tr, err := r.TrailByID(ctx, trailID)
+	if errors.Is(err, store.ErrNotFound) {
+		return e.d.Store.Update(ctx, func(tx store.Tx) error { return tx.ClearDirty(ctx, trailID, gen) })
+	}
+	if err != nil {
+		return err
+	}
+	tmpl, err := e.templateOf(ctx, r, tr.TemplateID)
+	if err != nil {
+		return err
+	}
+	atts, err := r.TrailAttestations(ctx, trailID)
+	if err != nil {
+		return err
+	}
+	arts, err := r.TrailArtifacts(ctx, trailID)
+	if err != nil {
+		return err
+	}
+	res, err := e.d.Engine.Evaluate(ctx, tmpl, trailInput(atts, arts))
+	if err != nil {
+		return fmt.Errorf("evaluate trail %s: %w", trailID, err)
+	}
+	at := e.now()
+	doc, states, err := complianceDoc(res, tmpl.ID, at, arts)
+	if err != nil {
+		return err
+	}
+	err = e.d.Store.Update(ctx, func(tx store.Tx) error {
 		if err := tx.SaveCompliance(ctx, trailID, res.State, doc, at, states); err != nil {
 			return err
 		}

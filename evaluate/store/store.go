@@ -212,6 +212,9 @@ type Reader interface {
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
 
+	// DirtyGeneration is the trail's current dirt generation (0 when clean).
+	DirtyGeneration(ctx context.Context, trailID string) (int64, error)
+
 	// Visible reports whether every message ID has been applied and the trails they touched
 	// evaluated since: the condition "read your writes" waits for.
 	Visible(ctx context.Context, ids []string) (bool, error)
@@ -238,7 +241,6 @@ type Tx interface {
 	// MarkDirty records that a trail needs evaluating; the generation it returns lets the
 	// evaluator clear exactly the dirt it has evaluated.
 	MarkDirty(ctx context.Context, trailID string) error
-	DirtyGeneration(ctx context.Context, trailID string) (int64, error)
 	ClearDirty(ctx context.Context, trailID string, generation int64) error
 	SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -515,6 +516,20 @@ func (r reads) ListCustomTypes(ctx context.Context, orgID string) ([]store.Custo
 }
 
 // --- read your writes
+
+func (r reads) DirtyGeneration(ctx context.Context, trailID string) (int64, error) {
+	var g int64
+	err := r.row(ctx, `SELECT generation FROM dirty_trails WHERE trail_id = ?`, trailID).Scan(&g)
+	if err != nil {
+		err = notFound(err, "dirty trail "+trailID)
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	return g, nil
+}
+
 
 func (r reads) Visible(ctx context.Context, ids []string) (bool, error) {
 	if len(ids) == 0 {

@@ -181,6 +181,9 @@ func (s *Store) CustomType(ctx context.Context, orgID, name string) (store.Custo
 func (s *Store) ListCustomTypes(ctx context.Context, orgID string) ([]store.CustomType, error) {
 	return s.reader().ListCustomTypes(ctx, orgID)
 }
+func (s *Store) DirtyGeneration(ctx context.Context, trailID string) (int64, error) {
+	return s.reader().DirtyGeneration(ctx, trailID)
+}
 func (s *Store) Visible(ctx context.Context, ids []string) (bool, error) {
 	return s.reader().Visible(ctx, ids)
 }

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -148,19 +147,6 @@ func (t *txn) MarkDirty(ctx context.Context, trailID string) error {
 		ON CONFLICT (trail_id) DO UPDATE SET generation = CASE WHEN dirty_trails.generation >= excluded.generation
 		THEN dirty_trails.generation + 1 ELSE excluded.generation END`, trailID, time.Now().UnixNano())
 	return err
-}
-
-func (t *txn) DirtyGeneration(ctx context.Context, trailID string) (int64, error) {
-	var g int64
-	err := t.row(ctx, `SELECT generation FROM dirty_trails WHERE trail_id = ?`, trailID).Scan(&g)
-	if err != nil {
-		err = notFound(err, "dirty trail "+trailID)
-		if errors.Is(err, store.ErrNotFound) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	return g, nil
 }
 
 func (t *txn) ClearDirty(ctx context.Context, trailID string, generation int64) error {
