@@ -20,6 +20,7 @@ Commands:
   ingest     run the HTTP ingest tier on Kafka and PostgreSQL
   evaluate   run the evaluate tier on Kafka and PostgreSQL
   admin      manage organizations, users and API keys
+  bench      measure ingest and evaluator throughput against a bare Huma baseline, in-process
 
 Run 'veritrail <command> -h' for the flags of a command. Every flag can also be set with an
 environment variable: --data-dir is VERITRAIL_DATA_DIR, and so on.
@@ -39,6 +40,8 @@ func run(ctx context.Context, args []string) error {
 		return runTier(ctx, "evaluate", args[1:], app.StartEvaluate)
 	case "admin":
 		return runAdmin(ctx, args[1:])
+	case "bench":
+		return runBench(ctx, args[1:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return nil

@@ -530,7 +530,6 @@ func (r reads) DirtyGeneration(ctx context.Context, trailID string) (int64, erro
 	return g, nil
 }
 
-
 func (r reads) Visible(ctx context.Context, ids []string) (bool, error) {
 	if len(ids) == 0 {
 		return true, nil
