@@ -70,16 +70,9 @@ func (a *API) registerCustomTypes() {
 	a.multipartOp(&o, "data_json", "CustomTypeInput", "type_schema")
 	huma.Register(a.huma, o, func(ctx context.Context, in *multipartInput) (*stringOutput, error) {
 		p := principalFrom(ctx)
-		f, err := parseForm(in.ContentType, in.RawBody, []string{"type_schema"}, a.cfg.MaxPartBytes, a.cfg.MaxPartBytes)
-		if err != nil {
-			return nil, err
-		}
-		raw, ok := f.part("data_json")
-		if !ok {
-			return nil, fieldError("data_json", "Field required")
-		}
 		var body CustomTypeInput
-		if err := decodeJSONPart("data_json", raw, &body); err != nil {
+		f, err := readForm(in.ContentType, in.RawBody, "data_json", &body, "type_schema", a.cfg.MaxPartBytes, a.cfg.MaxPartBytes)
+		if err != nil {
 			return nil, err
 		}
 		c := checker{}

@@ -76,16 +76,9 @@ func (a *API) registerFlows() {
 	a.multipartOp(&o, "data_json", "FlowInput", "template_file")
 	huma.Register(a.huma, o, func(ctx context.Context, in *multipartInput) (*stringOutput, error) {
 		p := principalFrom(ctx)
-		f, err := parseForm(in.ContentType, in.RawBody, []string{"template_file"}, a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
-		if err != nil {
-			return nil, err
-		}
-		raw, ok := f.part("data_json")
-		if !ok {
-			return nil, fieldError("data_json", "Field required")
-		}
 		var body FlowInput
-		if err := decodeJSONPart("data_json", raw, &body); err != nil {
+		f, err := readForm(in.ContentType, in.RawBody, "data_json", &body, "template_file", a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
+		if err != nil {
 			return nil, err
 		}
 		tmpl, _ := f.part("template_file")

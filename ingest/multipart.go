@@ -83,6 +83,23 @@ func parseForm(contentType string, body []byte, fileParts []string, maxFile, max
 	}
 }
 
+// readForm parses a multipart body whose file part (if any) may be up to fileLimit bytes,
+// and decodes its required JSON part into v.
+func readForm(contentType string, body []byte, jsonPart string, v any, file string, fileLimit, partLimit int64) (*form, error) {
+	f, err := parseForm(contentType, body, []string{file}, fileLimit, partLimit)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := f.part(jsonPart)
+	if !ok {
+		return nil, fieldError(jsonPart, "Field required")
+	}
+	if err := decodeJSONPart(jsonPart, raw, v); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // decodeJSONPart decodes a JSON part into v, rejecting unknown types and trailing data.
 func decodeJSONPart(name string, b []byte, v any) error {
 	if len(bytes.TrimSpace(b)) == 0 {

@@ -48,16 +48,9 @@ func (a *API) registerTrails() {
 	a.multipartOp(&o, "data_json", "TrailInput", "template_file")
 	huma.Register(a.huma, o, func(ctx context.Context, in *beginInput) (*stringOutput, error) {
 		p := principalFrom(ctx)
-		f, err := parseForm(in.ContentType, in.RawBody, []string{"template_file"}, a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
-		if err != nil {
-			return nil, err
-		}
-		raw, ok := f.part("data_json")
-		if !ok {
-			return nil, fieldError("data_json", "Field required")
-		}
 		var body TrailInput
-		if err := decodeJSONPart("data_json", raw, &body); err != nil {
+		f, err := readForm(in.ContentType, in.RawBody, "data_json", &body, "template_file", a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
+		if err != nil {
 			return nil, err
 		}
 		c := checker{}
