@@ -248,6 +248,16 @@ func (a *API) trailByName(ctx context.Context, p *Principal, flow store.Flow, na
 	return t, nil
 }
 
+// flowAndTrail resolves a flow and one of its trails by name.
+func (a *API) flowAndTrail(ctx context.Context, p *Principal, flowName, trailName string) (store.Flow, store.Trail, error) {
+	flow, err := a.flowByName(ctx, p, flowName)
+	if err != nil {
+		return flow, store.Trail{}, err
+	}
+	tr, err := a.trailByName(ctx, p, flow, trailName)
+	return flow, tr, err
+}
+
 // parseTemplate validates a template file and words its problems as the hosted service does.
 func parseTemplate(field string, content []byte) (*template.Template, error) {
 	t, err := template.Parse(content)

@@ -99,11 +99,7 @@ func (a *API) registerAttestations() {
 		if err := c.err(); err != nil {
 			return nil, err
 		}
-		flow, err := a.flowByName(ctx, p, in.Flow)
-		if err != nil {
-			return nil, err
-		}
-		tr, err := a.trailByName(ctx, p, flow, in.Trail)
+		flow, tr, err := a.flowAndTrail(ctx, p, in.Flow, in.Trail)
 		if err != nil {
 			return nil, err
 		}
@@ -142,11 +138,7 @@ func (a *API) registerAttestations() {
 		"Attestations of a name in a trail, newest first", "Attestations"),
 		func(ctx context.Context, in *byTrailInput) (*listOutput[map[string]any], error) {
 			p := principalFrom(ctx)
-			flow, err := a.flowByName(ctx, p, in.Flow)
-			if err != nil {
-				return nil, err
-			}
-			tr, err := a.trailByName(ctx, p, flow, in.Trail)
+			flow, tr, err := a.flowAndTrail(ctx, p, in.Flow, in.Trail)
 			if err != nil {
 				return nil, err
 			}
@@ -317,11 +309,7 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	if err := a.judge(ctx, p, kind, raw, &att); err != nil {
 		return nil, err
 	}
-	flow, err := a.flowByName(ctx, p, path.Flow)
-	if err != nil {
-		return nil, err
-	}
-	tr, err := a.trailByName(ctx, p, flow, path.Trail)
+	flow, tr, err := a.flowAndTrail(ctx, p, path.Flow, path.Trail)
 	if err != nil {
 		return nil, err
 	}

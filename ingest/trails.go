@@ -96,11 +96,7 @@ func (a *API) registerTrails() {
 	huma.Register(a.huma, op(http.MethodGet, "/trails/{org}/{flow}/{trail}", "getTrail", PrivRead, "Get a trail", "Trails"),
 		func(ctx context.Context, in *TrailPath) (*getOutput, error) {
 			p := principalFrom(ctx)
-			flow, err := a.flowByName(ctx, p, in.Flow)
-			if err != nil {
-				return nil, err
-			}
-			tr, err := a.trailByName(ctx, p, flow, in.Trail)
+			flow, tr, err := a.flowAndTrail(ctx, p, in.Flow, in.Trail)
 			if err != nil {
 				return nil, err
 			}
