@@ -209,6 +209,8 @@ type Reader interface {
 	AttestationByID(ctx context.Context, orgID, id string) (Attestation, error)
 	ListAttestations(ctx context.Context, orgID string, p Page) ([]Attestation, int, error)
 
+	EnvironmentReader
+
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
 
@@ -243,6 +245,8 @@ type Tx interface {
 	MarkDirty(ctx context.Context, trailID string) error
 	ClearDirty(ctx context.Context, trailID string, generation int64) error
 	SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error
+
+	EnvironmentWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error

@@ -36,6 +36,11 @@ const (
 	KindAttestationReported Kind = "attestation.reported"
 	KindCustomTypeCreated   Kind = "custom_type.created"
 	KindCustomTypeArchived  Kind = "custom_type.archived"
+
+	KindEnvironmentUpserted Kind = "environment.upserted"
+	KindEnvironmentChanged  Kind = "environment.changed" // rename, archive, join, field updates
+	KindSnapshotReported    Kind = "snapshot.reported"
+	KindAllowlisted         Kind = "environment.allowlisted"
 )
 
 // Actor is who made the request that produced a message.
@@ -61,6 +66,11 @@ type Envelope struct {
 	Attestation *AttestationInput `json:"attestation,omitempty"`
 	CustomType  *CustomTypeCreate `json:"custom_type,omitempty"`
 	TypeArchive *CustomTypeRef    `json:"custom_type_archive,omitempty"`
+
+	Environment *EnvironmentUpsert `json:"environment,omitempty"`
+	EnvChange   *EnvironmentChange `json:"environment_change,omitempty"`
+	Snapshot    *SnapshotReport    `json:"snapshot,omitempty"`
+	Allow       *AllowlistEntry    `json:"allow,omitempty"`
 }
 
 // PartitionKey returns the key that orders this message: all messages about one trail share
@@ -79,6 +89,14 @@ func (e *Envelope) PartitionKey() string {
 		return FlowKey(e.OrgID, e.FlowRename.FlowID)
 	case e.FlowArchive != nil:
 		return FlowKey(e.OrgID, e.FlowArchive.FlowID)
+	case e.Environment != nil:
+		return EnvironmentKey(e.OrgID, e.Environment.ID)
+	case e.EnvChange != nil:
+		return EnvironmentKey(e.OrgID, e.EnvChange.EnvID)
+	case e.Snapshot != nil:
+		return EnvironmentKey(e.OrgID, e.Snapshot.EnvID)
+	case e.Allow != nil:
+		return EnvironmentKey(e.OrgID, e.Allow.EnvID)
 	case e.CustomType != nil:
 		return e.OrgID + "/custom-type/" + e.CustomType.Name
 	case e.TypeArchive != nil:
@@ -89,6 +107,9 @@ func (e *Envelope) PartitionKey() string {
 
 // TrailKey is the partition key of a trail. Flow IDs, not names, keep it stable across renames.
 func TrailKey(orgID, flowID, trail string) string { return orgID + "/" + flowID + "/" + trail }
+
+// EnvironmentKey is the partition key of an environment: its reports apply in order.
+func EnvironmentKey(orgID, envID string) string { return orgID + "/env/" + envID }
 
 // FlowKey is the partition key of flow-level changes.
 func FlowKey(orgID, flowID string) string { return orgID + "/" + flowID }
@@ -205,4 +226,51 @@ type CustomTypeCreate struct {
 // CustomTypeRef names a custom attestation type.
 type CustomTypeRef struct {
 	Name string `json:"name"`
+}
+
+// EnvironmentUpsert creates an environment or replaces its settings (PUT /environments/{org}).
+type EnvironmentUpsert struct {
+	ID                   string   `json:"id"` // used when the environment is new
+	Name                 string   `json:"name"`
+	Type                 string   `json:"type"`
+	Description          string   `json:"description"`
+	IncludeScaling       bool     `json:"include_scaling"`
+	RequireProvenance    bool     `json:"require_provenance"`
+	IncludedEnvironments []string `json:"included_environments,omitempty"` // physical environment IDs of a logical one
+}
+
+// EnvironmentChange changes one environment; only the fields set apply.
+type EnvironmentChange struct {
+	EnvID          string            `json:"env_id"`
+	NewName        *string           `json:"new_name,omitempty"`
+	Archive        bool              `json:"archive,omitempty"`
+	Description    *string           `json:"description,omitempty"`
+	IncludeScaling *bool             `json:"include_scaling,omitempty"`
+	JoinPhysical   string            `json:"join_physical,omitempty"` // physical environment ID joined to this logical one
+	SetTags        map[string]string `json:"set_tags,omitempty"`
+	RemoveTags     []string          `json:"remove_tags,omitempty"`
+}
+
+// SnapshotReport is the full running set an environment reporter saw.
+type SnapshotReport struct {
+	EnvID     string            `json:"env_id"`
+	Type      string            `json:"type"` // the report path's type (K8S, ECS, ...)
+	Instances []RunningInstance `json:"instances"`
+}
+
+// RunningInstance is one running artifact instance of a report.
+type RunningInstance struct {
+	Name              string         `json:"name"`
+	Fingerprint       string         `json:"fingerprint"`
+	CreationTimestamp float64        `json:"creation_timestamp,omitempty"`
+	Context           map[string]any `json:"context,omitempty"`
+}
+
+// AllowlistEntry allows a fingerprint to run in an environment.
+type AllowlistEntry struct {
+	ID           string `json:"id"`
+	EnvID        string `json:"env_id"`
+	Fingerprint  string `json:"fingerprint"`
+	ArtifactName string `json:"artifact_name"`
+	Description  string `json:"description"`
 }

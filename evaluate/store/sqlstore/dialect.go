@@ -98,6 +98,30 @@ var schemaStatements = []string{
 	`CREATE TABLE IF NOT EXISTS custom_type_versions (
 		org_id TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, schema_json TEXT NOT NULL, rules TEXT NOT NULL,
 		created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (org_id, name, version))`,
+	`CREATE TABLE IF NOT EXISTS environments (
+		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, description TEXT NOT NULL,
+		include_scaling INTEGER NOT NULL, require_provenance INTEGER NOT NULL, included TEXT NOT NULL, tags TEXT NOT NULL,
+		archived INTEGER NOT NULL DEFAULT 0, created_at DOUBLE PRECISION NOT NULL, last_modified_at DOUBLE PRECISION NOT NULL,
+		last_reported_at DOUBLE PRECISION NOT NULL DEFAULT 0, last_changed_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+		state INTEGER, UNIQUE (org_id, name))`,
+	`CREATE TABLE IF NOT EXISTS env_members (logical_id TEXT NOT NULL, physical_id TEXT NOT NULL, PRIMARY KEY (logical_id, physical_id))`,
+	`CREATE INDEX IF NOT EXISTS env_members_physical ON env_members (physical_id)`,
+	`CREATE TABLE IF NOT EXISTS snapshots (
+		env_id TEXT NOT NULL, idx INTEGER NOT NULL, timestamp DOUBLE PRECISION NOT NULL, type TEXT NOT NULL,
+		compliant INTEGER, artifacts TEXT NOT NULL, PRIMARY KEY (env_id, idx))`,
+	`CREATE TABLE IF NOT EXISTS env_events (
+		seq {{serial}}, env_id TEXT NOT NULL, snapshot_index INTEGER NOT NULL, type TEXT NOT NULL, artifact_name TEXT NOT NULL,
+		fingerprint TEXT NOT NULL, description TEXT NOT NULL, reported_at DOUBLE PRECISION NOT NULL, repo_names TEXT NOT NULL,
+		doc TEXT NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS env_events_env ON env_events (env_id, seq)`,
+	`CREATE TABLE IF NOT EXISTS env_running (
+		env_id TEXT NOT NULL, org_id TEXT NOT NULL, fingerprint TEXT NOT NULL, name TEXT NOT NULL,
+		since DOUBLE PRECISION NOT NULL, PRIMARY KEY (env_id, fingerprint, name))`,
+	`CREATE INDEX IF NOT EXISTS env_running_fp ON env_running (org_id, fingerprint)`,
+	`CREATE TABLE IF NOT EXISTS allowlist (
+		id TEXT PRIMARY KEY, env_id TEXT NOT NULL, fingerprint TEXT NOT NULL, artifact_name TEXT NOT NULL,
+		description TEXT NOT NULL, allowed_by TEXT NOT NULL, timestamp DOUBLE PRECISION NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS allowlist_env ON allowlist (env_id)`,
 	`CREATE TABLE IF NOT EXISTS applied_messages (
 		id TEXT PRIMARY KEY, trail_id TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS dirty_trails (trail_id TEXT PRIMARY KEY, generation BIGINT NOT NULL)`,

@@ -188,6 +188,64 @@ func (s *Store) Visible(ctx context.Context, ids []string) (bool, error) {
 	return s.reader().Visible(ctx, ids)
 }
 
+// Environment reads delegate to the read pool too.
+
+func (s *Store) TrailsByIDs(ctx context.Context, ids []string) ([]store.Trail, error) {
+	return s.reader().TrailsByIDs(ctx, ids)
+}
+
+func (s *Store) EnvironmentByName(ctx context.Context, orgID, name string) (store.Environment, error) {
+	return s.reader().EnvironmentByName(ctx, orgID, name)
+}
+
+func (s *Store) EnvironmentByID(ctx context.Context, orgID, id string) (store.Environment, error) {
+	return s.reader().EnvironmentByID(ctx, orgID, id)
+}
+
+func (s *Store) ListEnvironments(ctx context.Context, orgID string, p store.Page) ([]store.Environment, int, error) {
+	return s.reader().ListEnvironments(ctx, orgID, p)
+}
+
+func (s *Store) LogicalEnvironments(ctx context.Context, envID string) ([]store.Environment, error) {
+	return s.reader().LogicalEnvironments(ctx, envID)
+}
+
+func (s *Store) LatestSnapshot(ctx context.Context, envID string) (store.Snapshot, error) {
+	return s.reader().LatestSnapshot(ctx, envID)
+}
+
+func (s *Store) SnapshotByIndex(ctx context.Context, envID string, index int) (store.Snapshot, error) {
+	return s.reader().SnapshotByIndex(ctx, envID, index)
+}
+
+func (s *Store) SnapshotTimestamps(ctx context.Context, envID string) ([]float64, error) {
+	return s.reader().SnapshotTimestamps(ctx, envID)
+}
+
+func (s *Store) ListSnapshots(ctx context.Context, envID string, fromIndex, toIndex int) ([]store.Snapshot, error) {
+	return s.reader().ListSnapshots(ctx, envID, fromIndex, toIndex)
+}
+
+func (s *Store) EnvEvents(ctx context.Context, envID string, f store.EventFilter) ([]store.EnvEvent, int, error) {
+	return s.reader().EnvEvents(ctx, envID, f)
+}
+
+func (s *Store) RunningIn(ctx context.Context, orgID, fingerprint string) ([]store.Running, error) {
+	return s.reader().RunningIn(ctx, orgID, fingerprint)
+}
+
+func (s *Store) ArtifactsByFingerprints(ctx context.Context, orgID string, fingerprints []string) ([]store.Artifact, error) {
+	return s.reader().ArtifactsByFingerprints(ctx, orgID, fingerprints)
+}
+
+func (s *Store) Allowlist(ctx context.Context, envID string) ([]store.AllowlistEntry, error) {
+	return s.reader().Allowlist(ctx, envID)
+}
+
+func (s *Store) SearchArtifacts(ctx context.Context, orgID, prefix string, limit int) ([]store.Artifact, error) {
+	return s.reader().SearchArtifacts(ctx, orgID, prefix, limit)
+}
+
 // --- helpers
 
 func b2i(b bool) int {
