@@ -30,7 +30,8 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlstore: open %s for reading: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	s := &Store{d: sqliteDialect, w: w, r: r}
+	r.SetMaxIdleConns(8) // keep them: reopening a SQLite connection is costly
+	s := &Store{d: sqliteDialect, w: w, r: r, wstmts: newStmtCache(w), rstmts: newStmtCache(r)}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -50,7 +51,8 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlstore: connect postgres: %w", err)
 	}
-	s := &Store{d: postgresDialect, w: db, r: db}
+	cache := newStmtCache(db)
+	s := &Store{d: postgresDialect, w: db, r: db, wstmts: cache, rstmts: cache}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err

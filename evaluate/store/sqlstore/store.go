@@ -11,24 +11,23 @@ import (
 	"github.com/veritrail/veritrail/evaluate/store"
 )
 
-// querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // Store is a store.Store on SQLite or PostgreSQL.
 type Store struct {
 	d dialect
-	w *sql.DB // writes (one connection on SQLite)
-	r *sql.DB // reads
+	w      *sql.DB // writes (one connection on SQLite)
+	r      *sql.DB // reads
+	wstmts *stmtCache
+	rstmts *stmtCache
 }
 
 var _ store.Store = (*Store)(nil)
 
 // Close releases the connections.
 func (s *Store) Close() error {
+	s.wstmts.close()
+	if s.rstmts != s.wstmts {
+		s.rstmts.close()
+	}
 	err := s.w.Close()
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
@@ -36,7 +35,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-func (s *Store) reader() reads { return reads{d: s.d, q: s.r} }
+func (s *Store) reader() reads { return reads{d: s.d, q: querier{stmts: s.rstmts}} }
 
 // Update runs fn in one transaction.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -47,12 +46,13 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	// Rolls back when fn fails or panics (a no-op after Commit); a panic must not leave the
 	// transaction open, which on SQLite would hold the only writer connection for good.
 	defer func() { _ = tx.Rollback() }()
-	if err := fn(&txn{reads: reads{d: s.d, q: tx}}); err != nil {
+	if err := fn(&txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx}}}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlstore: commit: %w", err)
 	}
+	s.wstmts.preparePending(ctx)
 	return nil
 }
 
