@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/veritrail/veritrail/cmd/veritrail/bench"
+)
+
+// runBench measures the baseline and the product in one run and prints the result; progress
+// goes to stderr so that --json output can be piped.
+func runBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var cfg bench.Config
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured duration of each phase")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 16, "concurrent clients")
+	fs.IntVar(&cfg.Trails, "trails", 64, "trails the attestations are spread over")
+	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 1024, "size of each multipart attestation body")
+	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured ingest phase and its drain to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments %v", fs.Args())
+	}
+	cfg.Progress = os.Stderr
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer f.Close()
+		cfg.CPUProfile = f
+	}
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return res.WriteTable(os.Stdout)
+}

@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunEndToEnd runs every phase for a moment: the numbers mean nothing at this length, the
+// test proves the phases work and the evaluator's progress is followed to the end.
+func TestRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded product")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Config{Duration: 300 * time.Millisecond, Concurrency: 4, Trails: 4, PayloadBytes: 1024,
+		DrainTimeout: 30 * time.Second, Progress: &progress})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	if res.Bare.OK == 0 || res.Bare.Errors != 0 {
+		t.Errorf("baseline: %+v", res.Bare)
+	}
+	if res.Ingest.OK == 0 || res.Ingest.Errors != 0 {
+		t.Errorf("ingest: %+v", res.Ingest)
+	}
+	ev := res.Evaluator
+	if !ev.Drained || ev.Accepted != res.Ingest.OK || ev.AppliedDuringLoad > ev.Accepted || len(ev.Samples) == 0 {
+		t.Errorf("evaluator: %+v", ev)
+	}
+	if last := ev.Samples[len(ev.Samples)-1]; last.Applied != ev.Accepted {
+		t.Errorf("last sample %+v, want every accepted attestation applied (%d)", last, ev.Accepted)
+	}
+	if res.Settings.BodyBytes != 1024 || res.Ratio <= 0 {
+		t.Errorf("settings %+v, ratio %v", res.Settings, res.Ratio)
+	}
+	var table bytes.Buffer
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"bare Huma multipart", "ingest / bare", "evaluator kept up"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if _, err := json.Marshal(res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAttestationBodySize(t *testing.T) {
+	for _, size := range []int{1024, 4096} {
+		body, ct, err := attestationBody(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(body) != size {
+			t.Errorf("body of %d bytes, want %d", len(body), size)
+		}
+		parts, err := parseMultipart(ct, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data map[string]any
+		if err := json.Unmarshal(parts["data_json"], &data); err != nil || data["attestation_name"] != "smoke" {
+			t.Errorf("data_json %s: %v", parts["data_json"], err)
+		}
+	}
+	if body, _, _ := attestationBody(10); len(body) < 100 {
+		t.Errorf("a tiny size still gives a whole attestation, got %d bytes", len(body))
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	lat := make([]time.Duration, 100)
+	for i := range lat {
+		lat[i] = time.Duration(i+1) * time.Millisecond
+	}
+	for q, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.99: 99 * time.Millisecond, 1: 100 * time.Millisecond} {
+		if got := percentile(lat, q); got != want {
+			t.Errorf("p%v = %v, want %v", q*100, got, want)
+		}
+	}
+	if percentile(nil, 0.5) != 0 {
+		t.Error("empty")
+	}
+}

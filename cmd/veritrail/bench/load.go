@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Phase is the outcome of one measured load phase.
+type Phase struct {
+	Requests  int     `json:"requests"`
+	OK        int     `json:"ok"`
+	Errors    int     `json:"errors"`
+	FirstErr  string  `json:"first_error,omitempty"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"ok_per_second"`
+	P50ms     float64 `json:"p50_ms"`
+	P90ms     float64 `json:"p90_ms"`
+	P99ms     float64 `json:"p99_ms"`
+	MaxMs     float64 `json:"max_ms"`
+}
+
+// target is what the workers send: the same body to a path chosen round-robin.
+type target struct {
+	client      *http.Client
+	url         func(i int) string
+	token       string // empty: no Authorization header
+	contentType string
+	body        []byte
+	want        int
+}
+
+// newClient keeps one connection per worker alive, so the phases measure request handling
+// and not TCP handshakes.
+func newClient(concurrency int) *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns:        concurrency,
+			MaxIdleConnsPerHost: concurrency,
+			MaxConnsPerHost:     concurrency,
+			DisableCompression:  true,
+			IdleConnTimeout:     time.Minute,
+		},
+	}
+}
+
+func (t *target) do(ctx context.Context, i int) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url(i), bytes.NewReader(t.body))
+	if err != nil {
+		return 0, err
+	}
+	// The headers the Kosli CLI sends, so both phases parse the same request.
+	req.Header.Set("Content-Type", t.contentType)
+	req.Header.Set("User-Agent", "Kosli/v2.38.0")
+	if t.token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != t.want {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return resp.StatusCode, fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
+}
+
+// hammer runs concurrency workers, each sending requests back to back until d has passed.
+// A request in flight at the deadline completes and counts, and the window is measured until
+// the last one returns, so the rate is requests over the time actually spent. ok is
+// incremented on every expected answer (the evaluator phase reads it while the load runs).
+func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok *atomic.Int64) Phase {
+	type worker struct {
+		lat      []time.Duration
+		errs     int
+		firstErr error
+	}
+	ws := make([]worker, concurrency)
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range ws {
+		wg.Go(func() {
+			me := &ws[w]
+			me.lat = make([]time.Duration, 0, 4096)
+			for i := w; ctx.Err() == nil && time.Now().Before(deadline); i += concurrency {
+				t0 := time.Now()
+				_, err := t.do(ctx, i)
+				el := time.Since(t0)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					me.errs++
+					if me.firstErr == nil {
+						me.firstErr = err
+					}
+					continue
+				}
+				me.lat = append(me.lat, el)
+				if ok != nil {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var lat []time.Duration
+	p := Phase{Seconds: elapsed.Seconds()}
+	for _, w := range ws {
+		lat = append(lat, w.lat...)
+		p.Errors += w.errs
+		if w.firstErr != nil && p.FirstErr == "" {
+			p.FirstErr = w.firstErr.Error()
+		}
+	}
+	p.OK = len(lat)
+	p.Requests = p.OK + p.Errors
+	p.PerSecond = float64(p.OK) / elapsed.Seconds()
+	slices.Sort(lat)
+	p.P50ms = ms(percentile(lat, 0.50))
+	p.P90ms = ms(percentile(lat, 0.90))
+	p.P99ms = ms(percentile(lat, 0.99))
+	if len(lat) > 0 {
+		p.MaxMs = ms(lat[len(lat)-1])
+	}
+	return p
+}
+
+// percentile is the nearest-rank percentile of sorted latencies.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*q+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// attestationBody is a generic attestation as the Kosli CLI sends it: one data_json part
+// without a filename and without a content type. user_data is padded so that the whole body
+// is size bytes (or the smallest possible body when size is smaller than that).
+func attestationBody(size int) (body []byte, contentType string, err error) {
+	build := func(pad int) ([]byte, string, error) {
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		// A fixed boundary keeps the size exact across builds (a random one is the same length,
+		// but fixed makes the two phases' bodies byte-identical).
+		if err := w.SetBoundary("veritrail-bench-boundary-0123456789abcdef"); err != nil {
+			return nil, "", err
+		}
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", `form-data; name="data_json"`)
+		pw, err := w.CreatePart(h)
+		if err != nil {
+			return nil, "", err
+		}
+		fmt.Fprintf(pw, `{"attestation_name":"smoke","is_compliant":true,"origin_url":"https://ci.example.com/run/1",`+
+			`"user_data":{"pad":"%s"}}`, strings.Repeat("x", pad))
+		if err := w.Close(); err != nil {
+			return nil, "", err
+		}
+		return buf.Bytes(), w.FormDataContentType(), nil
+	}
+	body, contentType, err = build(0)
+	if err != nil || len(body) >= size {
+		return body, contentType, err
+	}
+	return build(size - len(body))
+}

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteTable prints the result for people.
+func (r *Result) WriteTable(w io.Writer) error {
+	m, s := r.Machine, r.Settings
+	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s %s/%s\n", m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch)
+	fmt.Fprintf(w, "load:    %d clients, %s per phase after %s of warm-up, %d trails, %d-byte multipart bodies\n\n",
+		s.Concurrency, s.Duration, s.Warmup, s.Trails, s.BodyBytes)
+
+	const row = "%-31s %8s %8s %8s %8s %8s %8s %7s\n"
+	fmt.Fprintf(w, row, "phase", "ok/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "ok", "errors")
+	for _, p := range []struct {
+		name string
+		Phase
+	}{{"bare Huma multipart (baseline)", r.Bare}, {"ingest attestations, 201", r.Ingest}} {
+		fmt.Fprintf(w, row, p.name, fmt.Sprintf("%.0f", p.PerSecond), fmt.Sprintf("%.2f", p.P50ms), fmt.Sprintf("%.2f", p.P90ms),
+			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors))
+	}
+	for _, p := range []struct {
+		name string
+		Phase
+	}{{"baseline", r.Bare}, {"ingest", r.Ingest}} {
+		if p.FirstErr != "" {
+			fmt.Fprintf(w, "first %s error: %s\n", p.name, p.FirstErr)
+		}
+	}
+
+	ev := r.Evaluator
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "ingest / bare\t%.2f (target >= %.2f: %s)\n", r.Ratio, r.RatioTarget, verdict(r.RatioMet))
+	fmt.Fprintf(tw, "evaluator apply rate\t%.0f/s during the load (%.2fx ingest)", ev.ApplyPerSecond, ev.VsIngest)
+	if ev.DrainPerSecond > 0 {
+		fmt.Fprintf(tw, ", %.0f/s alone after it", ev.DrainPerSecond)
+	}
+	fmt.Fprintf(tw, ", %.0f/s overall\n", ev.OverallPerSecond)
+	fmt.Fprintf(tw, "backlog\t%d at the stop (max %d) of %d accepted\n", ev.BacklogAtStop, ev.MaxBacklog, ev.Accepted)
+	if ev.Drained {
+		fmt.Fprintf(tw, "drain\tall applied %.1f s after the load stopped, every trail evaluated after %.1f s\n",
+			ev.DrainSeconds, ev.EvaluatedSeconds)
+	} else {
+		fmt.Fprintf(tw, "drain\tNOT caught up %.1f s after the load stopped\n", ev.DrainSeconds)
+	}
+	kept := "yes"
+	if !ev.KeptUp {
+		kept = "NO"
+	}
+	fmt.Fprintf(tw, "evaluator kept up\t%s (needs >= %.2fx the ingest rate during the load and a complete drain)\n", kept, keptUpShare)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.ProductLog) > 0 {
+		fmt.Fprintln(w, "\nproduct log during the measured ingest phase:")
+		for _, l := range r.ProductLog {
+			fmt.Fprintf(w, "  %6d x %s %s", l.Count, l.Level, l.Message)
+			if l.Example != "" {
+				fmt.Fprintf(w, " (first: %s)", l.Example)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
