@@ -18,8 +18,8 @@ type reads struct {
 	q querier
 }
 
-func (r reads) row(ctx context.Context, q string, args ...any) *sql.Row {
-	return r.q.QueryRowContext(ctx, r.d.rebind(q), args...)
+func (r reads) row(ctx context.Context, q string, args ...any) rowScanner {
+	return r.q.queryRow(ctx, r.d.rebind(q), args...)
 }
 
 func (r reads) rows(ctx context.Context, q string, args ...any) (*sql.Rows, error) {

@@ -13,7 +13,7 @@ import (
 
 // Store is a store.Store on SQLite or PostgreSQL.
 type Store struct {
-	d dialect
+	d      dialect
 	w      *sql.DB // writes (one connection on SQLite)
 	r      *sql.DB // reads
 	wstmts *stmtCache
