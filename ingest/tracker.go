@@ -42,7 +42,7 @@ func (t *Tracker) Published(key, id string) {
 	t.pending[key] = append(t.pending[key], id)
 	n := len(t.pending[key])
 	t.mu.Unlock()
-	if n%1024 == 0 {
+	if n%pruneChunk == 0 {
 		// A client that writes and never reads: drop what is already visible.
 		t.prune(context.Background(), key)
 	}
@@ -89,26 +89,49 @@ func (t *Tracker) Wait(ctx context.Context, key string) {
 	}
 }
 
-// prune forgets key's messages once all are visible and reports whether none remain.
+// pruneChunk bounds the IDs of one visibility query (SQLite allows 32766 parameters).
+const pruneChunk = 256
+
+// maxPending bounds what is remembered per key. A client that writes far faster than the
+// evaluator applies, and never reads, loses the oldest entries (logged): its later reads may
+// then not wait for those writes.
+const maxPending = 100_000
+
+// prune forgets key's messages that are visible, oldest first and a chunk at a time (messages
+// are applied roughly in order), and reports whether none remain.
 func (t *Tracker) prune(ctx context.Context, key string) bool {
-	t.mu.Lock()
-	ids := append([]string(nil), t.pending[key]...)
-	t.mu.Unlock()
-	if len(ids) == 0 {
-		return true
+	for {
+		t.mu.Lock()
+		list := t.pending[key]
+		if len(list) > maxPending {
+			t.log.Warn("read-your-writes: too many pending writes for one key; forgetting the oldest", "key", key, "dropped", len(list)-maxPending)
+			list = append([]string(nil), list[len(list)-maxPending:]...)
+			t.pending[key] = list
+		}
+		ids := append([]string(nil), list[:min(len(list), pruneChunk)]...)
+		t.mu.Unlock()
+		if len(ids) == 0 {
+			return true
+		}
+		ok, err := t.vis.Visible(ctx, ids)
+		if err != nil {
+			t.log.Warn("read-your-writes: visibility check failed", "err", err)
+			return false
+		}
+		if !ok {
+			return false
+		}
+		if t.forget(key, ids) {
+			return true
+		}
 	}
-	ok, err := t.vis.Visible(ctx, ids)
-	if err != nil {
-		t.log.Warn("read-your-writes: visibility check failed", "err", err)
-		return false
-	}
-	if !ok {
-		return false
-	}
+}
+
+// forget removes exactly the checked IDs (another waiter of the same key may have removed some
+// already, and more may have been published meanwhile) and reports whether none remain.
+func (t *Tracker) forget(key string, ids []string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Forget exactly what was checked: another waiter of the same key may have pruned some of it
-	// already, and more may have been published meanwhile.
 	checked := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
 		checked[id] = struct{}{}
