@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -76,6 +77,8 @@ type API struct {
 	huma    huma.API
 	mux     *chi.Mux
 	types   *typeCache
+	// principals caches resolved keys briefly (see principalTTL).
+	principals sync.Map
 }
 
 // New builds the API and registers every operation. The same function serves main, the

@@ -107,8 +107,34 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 
+// principalTTL is how long a resolved key is trusted without asking the store again: the
+// bound on how late a revocation or a membership change takes effect.
+const principalTTL = 2 * time.Second
+
+type cachedPrincipal struct {
+	p       *Principal
+	expires time.Time
+}
+
+// principal resolves a key in an organization, from a short-lived cache when it can: every
+// request needs it, and without the cache it costs two or three queries.
 func (a *API) principal(ctx context.Context, secret, orgName string) (*Principal, error) {
 	h := HashKey(secret)
+	key := string(h) + "\x00" + orgName
+	if v, ok := a.principals.Load(key); ok {
+		if c := v.(cachedPrincipal); time.Now().Before(c.expires) {
+			return c.p, nil
+		}
+		a.principals.Delete(key)
+	}
+	p, err := a.resolvePrincipal(ctx, h, orgName)
+	if err == nil {
+		a.principals.Store(key, cachedPrincipal{p: p, expires: time.Now().Add(principalTTL)})
+	}
+	return p, err
+}
+
+func (a *API) resolvePrincipal(ctx context.Context, h []byte, orgName string) (*Principal, error) {
 	k, err := a.store.KeyByHash(ctx, h)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && subtle.ConstantTimeCompare(k.Hash, h) != 1) {
 		return nil, apiError(http.StatusUnauthorized, "Invalid API key")

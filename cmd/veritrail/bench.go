@@ -18,7 +18,7 @@ func runBench(ctx context.Context, args []string) error {
 	var cfg bench.Config
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured duration of each phase")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 16, "concurrent clients")
-	fs.IntVar(&cfg.Trails, "trails", 64, "trails the attestations are spread over")
+	fs.IntVar(&cfg.Trails, "trails", 1000, "trails the attestations are spread over")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 1024, "size of each multipart attestation body")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured ingest phase and its drain to this file")

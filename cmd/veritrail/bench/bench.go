@@ -30,7 +30,8 @@ type Config struct {
 	Warmup time.Duration
 	// Concurrency is the number of clients, each with its own keep-alive connection (default 16).
 	Concurrency int
-	// Trails is how many trails the attestations are spread over (default 64).
+	// Trails is how many trails the attestations are spread over (default 1000: a 10 s run then
+	// puts tens of attestations in each, as real pipelines do, rather than thousands).
 	Trails int
 	// PayloadBytes is the size of the whole multipart body (default 1024).
 	PayloadBytes int
@@ -53,7 +54,7 @@ func (c *Config) defaults() error {
 		c.Concurrency = 16
 	}
 	if c.Trails <= 0 {
-		c.Trails = 64
+		c.Trails = 1000
 	}
 	if c.PayloadBytes <= 0 {
 		c.PayloadBytes = 1024
