@@ -50,6 +50,14 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 		return applyArtifact(ctx, tx, e)
 	case contract.KindAttestationReported:
 		return applyAttestation(ctx, tx, e)
+	case contract.KindEnvironmentUpserted:
+		return "", applyEnvironment(ctx, tx, e)
+	case contract.KindEnvironmentChanged:
+		return "", applyEnvironmentChange(ctx, tx, e)
+	case contract.KindSnapshotReported:
+		return "", applySnapshot(ctx, tx, e)
+	case contract.KindAllowlisted:
+		return "", applyAllowlist(ctx, tx, e)
 	case contract.KindCustomTypeCreated:
 		return "", applyCustomType(ctx, tx, e)
 	case contract.KindCustomTypeArchived:

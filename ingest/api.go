@@ -114,6 +114,8 @@ func New(cfg Config, d Deps) *API {
 	a.registerArtifacts()
 	a.registerAttestations()
 	a.registerCustomTypes()
+	a.registerEnvironments()
+	a.registerSnapshots()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -349,5 +349,17 @@ func (a *API) artifactView(ctx context.Context, p *Principal, flow store.Flow, a
 		History:      []HistoryEvent{{Event: fmt.Sprintf("Artifact reported to trail '%s'", tr.Name), Type: "artifact_creation_reported", Timestamp: art.CreatedAt}},
 		ExternalURLs: orJSON(rep.ExternalURLs, "{}"), Annotations: orJSON(rep.Annotations, "{}"), UserData: orJSON(rep.UserData, "{}"),
 	}
+	running, err := a.store.RunningIn(ctx, p.Org.ID, art.Fingerprint)
+	if err != nil {
+		return ArtifactView{}, a.internal(ctx, "look up running", err)
+	}
+	for _, r := range running {
+		env, err := a.store.EnvironmentByID(ctx, p.Org.ID, r.EnvID)
+		if err != nil || env.Archived {
+			continue
+		}
+		entry, _ := json.Marshal(map[string]any{"environment_name": env.Name, "artifact_name": r.Name, "since": r.Since})
+		v.Running = append(v.Running, entry)
+	}
 	return v, nil
 }

@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/google/uuid"
 )
@@ -67,3 +68,5 @@ func commitSha(raw json.RawMessage) string {
 	_ = json.Unmarshal(raw, &ci)
 	return ci.Sha1
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -55,3 +55,7 @@ func (c checker) err() error {
 	}
 	return validationFailed(c)
 }
+
+const shortHexPattern = `^[a-f0-9]{5,64}$`
+
+var shortHexRE = shortFPRE

@@ -1,0 +1,136 @@
+package app
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func k8sItem(pod string, digests map[string]string, created int) map[string]any {
+	return map[string]any{"podName": pod, "namespace": "prod", "digests": digests, "creationTimestamp": created}
+}
+
+// TestEnvironmentsAndSnapshots reports snapshots the way the Kosli CLI's reporters do and
+// reads them back: repeats create nothing, scaling is a `changed` event, provenance is found,
+// logical environments show the union of their members, archived environments answer 404.
+func TestEnvironmentsAndSnapshots(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k, org := e.k, testOrg
+		setupFlow(t, k)
+		fpA, fpB := strings.Repeat("a", 64), strings.Repeat("b", 64)
+		k.send(http.MethodPost, "/artifacts/"+org+"/app", map[string]any{"fingerprint": fpA, "filename": "web:1",
+			"build_url": "b", "commit_url": "c", "trail_name": "t1", "repo_info": map[string]any{"name": "acme/web"}}).want(t, 201)
+
+		k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "prod", "type": "K8S", "description": "cluster"}).want(t, 201)
+		k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "prod", "type": "K8S", "description": "the cluster"}).want(t, 200)
+		wantError(t, k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "x", "type": "nope"}), 400, "Input payload validation failed", "type")
+		k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "staging", "type": "K8S"}).want(t, 201)
+		k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "all", "type": "logical", "included_environments": []string{"prod"}}).want(t, 201)
+
+		envView := k.get("/environments/"+org+"/prod").want(t, 200).JSON(t)
+		if envView["description"] != "the cluster" || envView["state"] != nil || envView["last_reported_at"] != nil {
+			t.Fatalf("environment: %v", envView)
+		}
+
+		report := func(env string, items ...map[string]any) {
+			t.Helper()
+			k.send(http.MethodPut, "/environments/"+org+"/"+env+"/report/K8S", map[string]any{"artifacts": items}).want(t, 201)
+		}
+		web := map[string]string{"web": fpA}
+		report("prod", k8sItem("web-1", web, 100))
+		report("prod", k8sItem("web-1", web, 100)) // a repeat: no new snapshot
+		report("prod", k8sItem("web-1", web, 100), k8sItem("web-2", web, 110))
+		report("prod", k8sItem("web-1", web, 100), k8sItem("web-2", web, 110), k8sItem("api-1", map[string]string{"api": fpB}, 120))
+		report("prod", k8sItem("api-1", map[string]string{"api": fpB}, 120))
+
+		list := k.get("/snapshots/"+org+"/prod").want(t, 200).Array(t)
+		if len(list) != 4 || list[0].(map[string]any)["index"] != float64(4) || list[0].(map[string]any)["to"] != float64(0) {
+			t.Fatalf("snapshots: %v", list)
+		}
+		s2 := k.get("/snapshots/"+org+"/prod/2").want(t, 200).JSON(t)
+		arts := s2["artifacts"].([]any)
+		web2 := arts[0].(map[string]any)
+		if ann := web2["annotation"].(map[string]any); ann["type"] != "changed" || ann["was"] != float64(1) || ann["now"] != float64(2) {
+			t.Fatalf("scaled artifact annotation: %v", web2)
+		}
+		flows := web2["flows"].([]any)
+		if len(flows) != 1 || flows[0].(map[string]any)["flow_name"] != "app" || flows[0].(map[string]any)["trail_name"] != "t1" {
+			t.Fatalf("provenance: %v", web2["flows"])
+		}
+		for expr, want := range map[string]float64{"-1": 4, "%23-2": 3, "~1": 3, "%231": 1, "@%7Bnow%7D": 4} {
+			if got := k.get("/snapshots/"+org+"/prod/"+expr).want(t, 200).JSON(t)["index"]; got != want {
+				t.Errorf("snapshot %s: index %v, want %v", expr, got, want)
+			}
+		}
+		wantError(t, k.get("/snapshots/"+org+"/staging/-1"), 404, "Snapshot 'staging#-1' resolves to 'staging#0'. len(snapshots) == 0. Indexes are 1-based", "")
+		wantError(t, k.get("/snapshots/"+org+"/prod/~x"), 400, "Input payload validation failed", "expr")
+
+		// Events, newest first by default; each parameter narrows them.
+		events := k.get("/environments/"+org+"/prod/events").want(t, 200).Array(t)
+		var types []string
+		for _, ev := range events {
+			m := ev.(map[string]any)
+			types = append(types, fmt.Sprint(m["snapshot_index"], m["type"]))
+			if m["type"] == "started" && m["sha256"] == fpA && m["pipeline"] != "app" {
+				t.Fatalf("event lacks pipeline: %v", m)
+			}
+		}
+		if strings.Join(types, ",") != "4exited,3started,2changed,1started" {
+			t.Fatalf("events: %v", types)
+		}
+		if ev := k.get("/environments/" + org + "/prod/events?reverse=true").Array(t); ev[0].(map[string]any)["snapshot_index"] != float64(1) {
+			t.Fatalf("reverse: %v", ev[0])
+		}
+		if ev := k.get("/environments/" + org + "/prod/events?start=2&end=3").Array(t); len(ev) != 2 {
+			t.Fatalf("start/end: %d events", len(ev))
+		}
+		if ev := k.get("/environments/" + org + "/prod/events?interval=-1..-1").Array(t); len(ev) != 1 {
+			t.Fatalf("interval: %d events", len(ev))
+		}
+		if ev := k.get("/environments/" + org + "/prod/events?repo_name=acme/web").Array(t); len(ev) != 3 {
+			t.Fatalf("repo_name: %d events", len(ev))
+		}
+		if ev := k.get("/environments/" + org + "/prod/events?per_page=1&page=2").Array(t); len(ev) != 1 || ev[0].(map[string]any)["snapshot_index"] != float64(3) {
+			t.Fatalf("paging: %v", ev)
+		}
+		wantError(t, k.get("/environments/"+org+"/prod/events?per_page=101"), 400, "", "per_page")
+		wantError(t, k.get("/environments/"+org+"/prod/events?page=0"), 400, "", "page")
+
+		// The logical environment follows its member.
+		if s := k.get("/snapshots/"+org+"/all/-1").want(t, 200).JSON(t); len(s["artifacts"].([]any)) != 1 {
+			t.Fatalf("logical snapshot: %v", s)
+		}
+		// The artifact knows where it runs.
+		if a := k.get("/artifacts/" + org + "/app/fingerprint/" + fpA).JSON(t); len(a["running"].([]any)) != 0 {
+			t.Fatalf("web exited prod but still shows running: %v", a["running"])
+		}
+		report("staging", k8sItem("web-1", web, 100))
+		if a := k.get("/artifacts/" + org + "/app/fingerprint/" + fpA).JSON(t); len(a["running"].([]any)) != 1 {
+			t.Fatalf("web runs in staging: %v", a["running"])
+		}
+		tr := k.get("/trails/" + org + "/app/t1").JSON(t)
+		var trailEvents []string
+		for _, ev := range tr["events"].([]any) {
+			trailEvents = append(trailEvents, ev.(map[string]any)["type"].(string))
+		}
+		if got := strings.Join(trailEvents, ","); !strings.Contains(got, "artifact_started_running") || !strings.Contains(got, "artifact_stopped_running") {
+			t.Fatalf("trail events: %s", got)
+		}
+
+		// Allowlist, search, PATCH, rename, archive.
+		k.send(http.MethodPut, "/allowlists/"+org+"/prod", map[string]any{"artifact_fingerprint": fpB, "artifact_name": "api", "description": "hotfix"}).want(t, 201)
+		if found := k.get("/search/"+org+"/sha/"+fpA[:8]).want(t, 200).JSON(t); found["resolved_to"].(map[string]any)["type"] != "fingerprint" {
+			t.Fatalf("search: %v", found)
+		}
+		wantError(t, k.get("/search/"+org+"/sha/0000000"), 404, "No matches for '0000000'.", "")
+		k.send(http.MethodPatch, "/environments/"+org+"/prod", map[string]any{"description": ""}).want(t, 200)
+		if v := k.get("/environments/" + org + "/prod").JSON(t); v["description"] != "" {
+			t.Fatalf("empty description should clear: %v", v["description"])
+		}
+		k.send(http.MethodPut, "/environments/"+org+"/staging/archive", nil).want(t, 200)
+		wantError(t, k.get("/environments/"+org+"/staging"), 404, "Environment named 'staging' does not exist for organization 'acme'", "")
+		wantError(t, k.send(http.MethodPut, "/environments/"+org+"/staging/report/K8S", map[string]any{"artifacts": []any{}}), 404, "does not exist", "")
+		wantError(t, k.get("/snapshots/"+org+"/staging"), 404, "does not exist", "")
+	})
+}

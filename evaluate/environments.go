@@ -1,0 +1,422 @@
+package evaluate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/veritrail/veritrail/evaluate/snapshot"
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+)
+
+func applyEnvironment(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+	u := e.Environment
+	if u == nil {
+		return permanent("environment upsert without body")
+	}
+	_, err := tx.UpsertEnvironment(ctx, store.Environment{
+		ID: u.ID, OrgID: e.OrgID, Name: u.Name, Type: u.Type, Description: u.Description, IncludeScaling: u.IncludeScaling,
+		RequireProvenance: u.RequireProvenance, Included: u.IncludedEnvironments, Tags: map[string]string{},
+		CreatedAt: e.At, LastModifiedAt: e.At,
+	})
+	return err
+}
+
+func applyEnvironmentChange(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+	c := e.EnvChange
+	if c == nil {
+		return permanent("environment change without body")
+	}
+	env, err := tx.EnvironmentByID(ctx, e.OrgID, c.EnvID)
+	if err != nil {
+		return classify(err)
+	}
+	if env.Archived {
+		return nil // archived meanwhile: nothing left to change
+	}
+	if c.NewName != nil {
+		env.Name = *c.NewName
+	}
+	if c.Description != nil {
+		env.Description = *c.Description
+	}
+	if c.IncludeScaling != nil {
+		env.IncludeScaling = *c.IncludeScaling
+	}
+	if c.JoinPhysical != "" && !slices.Contains(env.Included, c.JoinPhysical) {
+		env.Included = append(env.Included, c.JoinPhysical)
+	}
+	for k, v := range c.SetTags {
+		env.Tags[k] = v
+	}
+	for _, k := range c.RemoveTags {
+		delete(env.Tags, k)
+	}
+	if c.Archive {
+		// The name is freed for a new environment; the archived one keeps its history.
+		env.Archived, env.Name = true, env.Name+"~archived~"+env.ID
+	}
+	env.LastModifiedAt = e.At
+	if err := tx.UpdateEnvironment(ctx, env); err != nil {
+		return classify(err)
+	}
+	if c.JoinPhysical != "" {
+		// A logical environment shows its members' running sets from the moment they join.
+		return refreshLogical(ctx, tx, e, env)
+	}
+	return nil
+}
+
+func applyAllowlist(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+	a := e.Allow
+	if a == nil {
+		return permanent("allowlist entry without body")
+	}
+	return tx.InsertAllowlist(ctx, store.AllowlistEntry{ID: a.ID, EnvID: a.EnvID, Fingerprint: a.Fingerprint,
+		ArtifactName: a.ArtifactName, Description: a.Description, AllowedBy: e.Actor.Name, Timestamp: e.At})
+}
+
+// applySnapshot records a physical environment's report, and the logical environments that
+// include it. A report that repeats the running set creates no snapshot.
+func applySnapshot(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+	r := e.Snapshot
+	if r == nil {
+		return permanent("snapshot without body")
+	}
+	env, err := tx.EnvironmentByID(ctx, e.OrgID, r.EnvID)
+	if err != nil {
+		return classify(err)
+	}
+	if env.Archived {
+		return nil
+	}
+	items := make([]snapshot.Instance, len(r.Instances))
+	for i, in := range r.Instances {
+		items[i] = snapshot.Instance{Name: in.Name, Fingerprint: in.Fingerprint, CreationTimestamp: in.CreationTimestamp, Context: in.Context}
+	}
+	env.LastReportedAt = e.At
+	changed, err := recordRunningSet(ctx, tx, e, &env, snapshot.Group(items), r.Type)
+	if err != nil || !changed {
+		return err
+	}
+	return refreshParents(ctx, tx, e, env)
+}
+
+// refreshParents gives every logical environment that includes env a new snapshot: the union
+// of its members' latest running sets.
+func refreshParents(ctx context.Context, tx store.Tx, e *contract.Envelope, env store.Environment) error {
+	parents, err := tx.LogicalEnvironments(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	for _, logical := range parents {
+		if err := refreshLogical(ctx, tx, e, logical); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func refreshLogical(ctx context.Context, tx store.Tx, e *contract.Envelope, logical store.Environment) error {
+	var sets [][]snapshot.Running
+	for _, id := range logical.Included {
+		latest, err := tx.LatestSnapshot(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		set, err := runningSet(latest)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, set)
+	}
+	logical.LastReportedAt = e.At
+	_, err := recordRunningSet(ctx, tx, e, &logical, snapshot.Union(sets...), "logical")
+	return err
+}
+
+// SnapshotArtifact is an artifact of a snapshot as the API shows it.
+type SnapshotArtifact struct {
+	Name              string              `json:"name"`
+	Fingerprint       string              `json:"fingerprint"`
+	Compliant         *bool               `json:"compliant"`
+	Instances         int                 `json:"instances"`
+	CreationTimestamp []float64           `json:"creationTimestamp"`
+	Annotation        snapshot.Annotation `json:"annotation"`
+	FlowName          *string             `json:"flow_name"`
+	GitCommit         *string             `json:"git_commit"`
+	CommitURL         *string             `json:"commit_url"`
+	Flows             []Provenance        `json:"flows"`
+	Allowlisted       bool                `json:"allowlisted"`
+	Deployments       []int               `json:"deployments"`
+	PolicyDecisions   []any               `json:"policy_decisions"`
+	Contexts          []map[string]any    `json:"contexts,omitempty"`
+}
+
+// Provenance is where a fingerprint was reported: a flow and trail.
+type Provenance struct {
+	FlowName              string  `json:"flow_name"`
+	TrailName             string  `json:"trail_name"`
+	TemplateReferenceName *string `json:"template_reference_name"`
+	GitCommit             *string `json:"git_commit"`
+	CommitURL             *string `json:"commit_url"`
+	ArtifactID            string  `json:"artifact_id"`
+	State                 string  `json:"state"`
+	RepoName              string  `json:"-"`
+	TrailID               string  `json:"-"`
+}
+
+// runningSet reads a stored snapshot back into the running set it recorded.
+func runningSet(s store.Snapshot) ([]snapshot.Running, error) {
+	var arts []SnapshotArtifact
+	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
+		return nil, fmt.Errorf("decode snapshot %d: %w", s.Index, err)
+	}
+	out := make([]snapshot.Running, len(arts))
+	for i, a := range arts {
+		out[i] = snapshot.Running{Name: a.Name, Fingerprint: a.Fingerprint, Instances: a.Instances,
+			CreationTimestamps: a.CreationTimestamp, Contexts: a.Contexts}
+	}
+	return out, nil
+}
+
+// recordRunningSet compares next with the environment's latest snapshot and, when the running
+// set changed, writes the new snapshot, its events, the running index and the trail events of
+// the artifacts that started or stopped. It costs a fixed number of store round trips however
+// many artifacts the set holds.
+func recordRunningSet(ctx context.Context, tx store.Tx, e *contract.Envelope, env *store.Environment, next []snapshot.Running, typ string) (bool, error) {
+	var prev []snapshot.Running
+	index := 1
+	latest, err := tx.LatestSnapshot(ctx, env.ID)
+	switch {
+	case err == nil:
+		if prev, err = runningSet(latest); err != nil {
+			return false, err
+		}
+		index = latest.Index + 1
+	case !errors.Is(err, store.ErrNotFound):
+		return false, err
+	}
+	annotated, exited, changed := snapshot.Diff(prev, next, env.IncludeScaling)
+	if !changed && index > 1 {
+		return false, tx.UpdateEnvironment(ctx, *env)
+	}
+	if len(annotated) == 0 && len(exited) == 0 && index == 1 && len(next) == 0 && !changed {
+		// A first report of an empty environment is still its first snapshot.
+		changed = true
+	}
+	fps := make([]string, 0, len(annotated)+len(exited))
+	for _, a := range annotated {
+		fps = append(fps, a.Fingerprint)
+	}
+	for _, a := range exited {
+		fps = append(fps, a.Fingerprint)
+	}
+	prov, err := provenance(ctx, tx, e.OrgID, fps)
+	if err != nil {
+		return false, err
+	}
+	allowed, err := tx.Allowlist(ctx, env.ID)
+	if err != nil {
+		return false, err
+	}
+	isAllowed := map[string]bool{}
+	for _, a := range allowed {
+		isAllowed[a.Fingerprint] = true
+	}
+	arts := make([]SnapshotArtifact, len(annotated))
+	for i, a := range annotated {
+		arts[i] = snapshotArtifact(a, prov[a.Fingerprint], isAllowed[a.Fingerprint])
+	}
+	doc, err := json.Marshal(arts)
+	if err != nil {
+		return false, fmt.Errorf("encode snapshot: %w", err)
+	}
+	if err := tx.InsertSnapshot(ctx, store.Snapshot{EnvID: env.ID, Index: index, Timestamp: e.At, Type: typ, Artifacts: doc}); err != nil {
+		return false, err
+	}
+	events, trailEvents, err := environmentEvents(env, index, e.At, snapshot.Events(annotated, exited), prov, arts)
+	if err != nil {
+		return false, err
+	}
+	if err := tx.InsertEnvEvents(ctx, events); err != nil {
+		return false, err
+	}
+	if err := tx.AppendTrailEvents(ctx, trailEvents, e.At); err != nil {
+		return false, err
+	}
+	gone, started := runningChanges(annotated, exited, e.At)
+	if err := tx.SetRunning(ctx, e.OrgID, env.ID, gone, started); err != nil {
+		return false, err
+	}
+	env.LastChangedAt = e.At
+	return true, tx.UpdateEnvironment(ctx, *env)
+}
+
+// provenance finds, in one query, the flows and trails where each fingerprint was reported.
+func provenance(ctx context.Context, tx store.Tx, orgID string, fps []string) (map[string][]Provenance, error) {
+	out := map[string][]Provenance{}
+	if len(fps) == 0 {
+		return out, nil
+	}
+	arts, err := tx.ArtifactsByFingerprints(ctx, orgID, fps)
+	if err != nil || len(arts) == 0 {
+		return out, err
+	}
+	flows, _, err := tx.ListFlows(ctx, orgID, store.FlowFilter{})
+	if err != nil {
+		return nil, err
+	}
+	flowNames := map[string]string{}
+	for _, f := range flows {
+		flowNames[f.ID] = f.Name
+	}
+	trailIDs := make([]string, 0, len(arts))
+	for _, a := range arts {
+		trailIDs = append(trailIDs, a.TrailID)
+	}
+	trails, err := tx.TrailsByIDs(ctx, trailIDs)
+	if err != nil {
+		return nil, err
+	}
+	trailNames := map[string]string{}
+	for _, t := range trails {
+		trailNames[t.ID] = t.Name
+	}
+	seen := map[[2]string]bool{}
+	for i := len(arts) - 1; i >= 0; i-- { // newest report of each trail first
+		a := arts[i]
+		key := [2]string{a.Fingerprint, a.TrailID}
+		if seen[key] || flowNames[a.FlowID] == "" {
+			continue // an older report in the same trail, or an archived flow
+		}
+		seen[key] = true
+		var rep struct {
+			CommitURL string `json:"commit_url"`
+		}
+		_ = json.Unmarshal(a.Report, &rep) // stored by us from a validated report
+		out[a.Fingerprint] = append(out[a.Fingerprint], Provenance{
+			FlowName: flowNames[a.FlowID], TrailName: trailNames[a.TrailID], TemplateReferenceName: strOrNil(a.TemplateName),
+			GitCommit: strOrNil(a.GitCommit), CommitURL: strOrNil(rep.CommitURL), ArtifactID: a.ID, State: a.State,
+			RepoName: a.RepoName, TrailID: a.TrailID,
+		})
+	}
+	for fp := range out {
+		sort.SliceStable(out[fp], func(i, j int) bool { return out[fp][i].FlowName < out[fp][j].FlowName })
+	}
+	return out, nil
+}
+
+func snapshotArtifact(r snapshot.Running, prov []Provenance, allowed bool) SnapshotArtifact {
+	a := SnapshotArtifact{Name: r.Name, Fingerprint: r.Fingerprint, Instances: r.Instances, CreationTimestamp: r.CreationTimestamps,
+		Annotation: r.Annotation, Flows: prov, Allowlisted: allowed, Deployments: []int{}, PolicyDecisions: []any{},
+		Contexts: r.Contexts}
+	if a.CreationTimestamp == nil {
+		a.CreationTimestamp = []float64{}
+	}
+	if a.Flows == nil {
+		a.Flows = []Provenance{}
+	}
+	if len(prov) > 0 {
+		a.FlowName, a.GitCommit, a.CommitURL = &prov[0].FlowName, prov[0].GitCommit, prov[0].CommitURL
+	}
+	a.Compliant = artifactCompliance(prov, allowed)
+	return a
+}
+
+// artifactCompliance is an artifact's compliance in an environment before policies decide
+// (policies refine it): allowlisted artifacts are compliant; otherwise the artifact is as
+// compliant as its trails; an artifact of no flow is unknown (null).
+func artifactCompliance(prov []Provenance, allowed bool) *bool {
+	t := true
+	if allowed {
+		return &t
+	}
+	if len(prov) == 0 {
+		return nil
+	}
+	ok := true
+	for _, p := range prov {
+		ok = ok && p.State == "COMPLIANT"
+	}
+	return &ok
+}
+
+// environmentEvents renders the snapshot's events, and the trail events of artifacts that
+// started or stopped running.
+func environmentEvents(env *store.Environment, index int, at float64, evs []snapshot.Event, prov map[string][]Provenance, arts []SnapshotArtifact) ([]store.EnvEvent, []store.TrailEvent, error) {
+	compliance := map[string]*bool{}
+	for _, a := range arts {
+		compliance[a.Fingerprint] = a.Compliant
+	}
+	var out []store.EnvEvent
+	var trailEvents []store.TrailEvent
+	for _, ev := range evs {
+		p := prov[ev.Fingerprint]
+		flows := make([]map[string]any, 0, len(p))
+		repos := []string{}
+		pipeline := ""
+		for i, x := range p {
+			flows = append(flows, map[string]any{"flow_name": x.FlowName, "trail_name": x.TrailName, "deployments": nil})
+			if x.RepoName != "" && !slices.Contains(repos, x.RepoName) {
+				repos = append(repos, x.RepoName)
+			}
+			if i == 0 {
+				pipeline = x.FlowName
+			}
+		}
+		doc, err := json.Marshal(map[string]any{
+			"pipeline": pipeline, "deployments": []int{}, "flows": flows, "artifact_compliance": compliance[ev.Fingerprint],
+			"snapshot_compliance": nil, "was": ev.Was, "now": ev.Now,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode event: %w", err)
+		}
+		out = append(out, store.EnvEvent{EnvID: env.ID, SnapshotIndex: index, Type: ev.Type, ArtifactName: ev.Name,
+			Fingerprint: ev.Fingerprint, Description: ev.Description, ReportedAt: at, RepoNames: repos, Doc: doc})
+		typ := ""
+		switch ev.Type {
+		case "started":
+			typ = "artifact_started_running"
+		case "exited":
+			typ = "artifact_stopped_running"
+		default:
+			continue
+		}
+		for _, x := range p {
+			tdoc, err := json.Marshal(map[string]any{"type": typ, "timestamp": at, "environment_name": env.Name,
+				"snapshot_index": index, "fingerprint": ev.Fingerprint, "artifact_name": ev.Name, "artifact_id": x.ArtifactID})
+			if err != nil {
+				return nil, nil, fmt.Errorf("encode trail event: %w", err)
+			}
+			trailEvents = append(trailEvents, store.TrailEvent{TrailID: x.TrailID, Doc: tdoc})
+		}
+	}
+	return out, trailEvents, nil
+}
+
+// runningChanges lists the fingerprints that no longer run and those that started.
+func runningChanges(annotated, exited []snapshot.Running, at float64) ([]string, []store.Running) {
+	still := map[string]bool{}
+	var started []store.Running
+	for _, a := range annotated {
+		still[a.Fingerprint] = true
+		if a.Annotation.Type == "started" {
+			started = append(started, store.Running{Fingerprint: a.Fingerprint, Name: a.Name, Since: at})
+		}
+	}
+	var gone []string
+	for _, x := range exited {
+		if !still[x.Fingerprint] {
+			gone = append(gone, x.Fingerprint)
+		}
+	}
+	return gone, started
+}
