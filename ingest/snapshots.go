@@ -162,6 +162,7 @@ func (a *API) registerSnapshots() {
 		})
 
 	a.registerEnvironmentEvents()
+	a.registerEnvDiff()
 
 	type searchInput struct {
 		OrgPath

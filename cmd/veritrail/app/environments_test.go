@@ -134,3 +134,23 @@ func TestEnvironmentsAndSnapshots(t *testing.T) {
 		wantError(t, k.get("/snapshots/"+org+"/staging"), 404, "does not exist", "")
 	})
 }
+
+// TestEnvDiff compares two snapshots as `kosli diff snapshots` asks.
+func TestEnvDiff(t *testing.T) {
+	base, _ := startEmbedded(t)
+	k := newKosli(t, base+"/api/v2", testToken)
+	org := testOrg
+	fpA, fpB := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "prod", "type": "docker"}).want(t, 201)
+	k.send(http.MethodPut, "/environments/"+org+"/prod/report/docker", map[string]any{"artifacts": []any{
+		map[string]any{"digests": map[string]string{"web": fpA}, "creationTimestamp": 1}}}).want(t, 201)
+	k.send(http.MethodPut, "/environments/"+org+"/prod/report/docker", map[string]any{"artifacts": []any{
+		map[string]any{"digests": map[string]string{"web": fpA}, "creationTimestamp": 1},
+		map[string]any{"digests": map[string]string{"api": fpB}, "creationTimestamp": 2}}}).want(t, 201)
+	d := k.get("/env-diff/" + org + "?snappish1=prod%231&snappish2=prod~0").want(t, 200).JSON(t)
+	s2 := d["snappish2"].(map[string]any)
+	if s2["snapshot_id"] != "prod#2" || len(s2["artifacts"].([]any)) != 1 || len(d["not-changed"].(map[string]any)["artifacts"].([]any)) != 1 {
+		t.Fatalf("env-diff: %v", d)
+	}
+	wantError(t, k.get("/env-diff/"+org+"?snappish1=nope%231&snappish2=prod"), 404, "Environment named 'nope' does not exist", "")
+}
