@@ -147,7 +147,7 @@ func TestEnvDiff(t *testing.T) {
 	k.send(http.MethodPut, "/environments/"+org+"/prod/report/docker", map[string]any{"artifacts": []any{
 		map[string]any{"digests": map[string]string{"web": fpA}, "creationTimestamp": 1},
 		map[string]any{"digests": map[string]string{"api": fpB}, "creationTimestamp": 2}}}).want(t, 201)
-	d := k.get("/env-diff/" + org + "?snappish1=prod%231&snappish2=prod~0").want(t, 200).JSON(t)
+	d := k.get("/env-diff/"+org+"?snappish1=prod%231&snappish2=prod~0").want(t, 200).JSON(t)
 	s2 := d["snappish2"].(map[string]any)
 	if s2["snapshot_id"] != "prod#2" || len(s2["artifacts"].([]any)) != 1 || len(d["not-changed"].(map[string]any)["artifacts"].([]any)) != 1 {
 		t.Fatalf("env-diff: %v", d)
