@@ -58,6 +58,8 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 		return "", applySnapshot(ctx, tx, e)
 	case contract.KindAllowlisted:
 		return "", applyAllowlist(ctx, tx, e)
+	case contract.KindApprovalReported:
+		return "", applyApproval(ctx, tx, e)
 	case contract.KindCustomTypeCreated:
 		return "", applyCustomType(ctx, tx, e)
 	case contract.KindCustomTypeArchived:

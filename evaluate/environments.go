@@ -420,3 +420,20 @@ func runningChanges(annotated, exited []snapshot.Running, at float64) ([]string,
 	}
 	return gone, started
 }
+
+func applyApproval(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+	a := e.Approval
+	if a == nil {
+		return permanent("approval without body")
+	}
+	doc, err := json.Marshal(map[string]any{
+		"base_artifact": a.BaseArtifact, "artifact_name": a.ArtifactName, "target_artifact": a.Fingerprint,
+		"description": a.Description, "src_commit_list": a.SrcCommitList, "approvals": a.Approvals,
+		"environment": strOrNil(a.Environment), "user_data": a.UserData, "created_by": e.Actor.Name,
+	})
+	if err != nil {
+		return fmt.Errorf("encode approval: %w", err)
+	}
+	_, err = tx.InsertApproval(ctx, store.Approval{ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, State: a.State, CreatedAt: e.At, Doc: doc})
+	return err
+}

@@ -115,6 +115,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerAttestations()
 	a.registerCustomTypes()
 	a.registerEnvironments()
+	a.registerApprovals()
 	a.registerSnapshots()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {

@@ -116,3 +116,27 @@ type EnvironmentWriter interface {
 	AppendTrailEvents(ctx context.Context, events []TrailEvent, at float64) error
 	InsertAllowlist(ctx context.Context, a AllowlistEntry) error
 }
+
+// Approval is a recorded release of an artifact; Number counts from 1 per flow.
+type Approval struct {
+	ID        string
+	OrgID     string
+	FlowID    string
+	Number    int
+	State     string
+	CreatedAt float64
+	// Doc is the approval as the API shows it, without number and timestamps.
+	Doc json.RawMessage
+}
+
+// ApprovalReader reads approvals.
+type ApprovalReader interface {
+	Approval(ctx context.Context, flowID string, number int) (Approval, error)
+	ListApprovals(ctx context.Context, flowID string, p Page) ([]Approval, int, error)
+}
+
+// ApprovalWriter records approvals.
+type ApprovalWriter interface {
+	// InsertApproval stores a with the next number of its flow and returns that number.
+	InsertApproval(ctx context.Context, a Approval) (int, error)
+}

@@ -210,6 +210,7 @@ type Reader interface {
 	ListAttestations(ctx context.Context, orgID string, p Page) ([]Attestation, int, error)
 
 	EnvironmentReader
+	ApprovalReader
 
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
@@ -247,6 +248,7 @@ type Tx interface {
 	SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error
 
 	EnvironmentWriter
+	ApprovalWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error

@@ -41,6 +41,7 @@ const (
 	KindEnvironmentChanged  Kind = "environment.changed" // rename, archive, join, field updates
 	KindSnapshotReported    Kind = "snapshot.reported"
 	KindAllowlisted         Kind = "environment.allowlisted"
+	KindApprovalReported    Kind = "approval.reported"
 )
 
 // Actor is who made the request that produced a message.
@@ -71,6 +72,7 @@ type Envelope struct {
 	EnvChange   *EnvironmentChange `json:"environment_change,omitempty"`
 	Snapshot    *SnapshotReport    `json:"snapshot,omitempty"`
 	Allow       *AllowlistEntry    `json:"allow,omitempty"`
+	Approval    *ApprovalReport    `json:"approval,omitempty"`
 }
 
 // PartitionKey returns the key that orders this message: all messages about one trail share
@@ -97,6 +99,8 @@ func (e *Envelope) PartitionKey() string {
 		return EnvironmentKey(e.OrgID, e.Snapshot.EnvID)
 	case e.Allow != nil:
 		return EnvironmentKey(e.OrgID, e.Allow.EnvID)
+	case e.Approval != nil:
+		return FlowKey(e.OrgID, e.Approval.FlowID) // numbers count up per flow, in order
 	case e.CustomType != nil:
 		return e.OrgID + "/custom-type/" + e.CustomType.Name
 	case e.TypeArchive != nil:
@@ -273,4 +277,20 @@ type AllowlistEntry struct {
 	Fingerprint  string `json:"fingerprint"`
 	ArtifactName string `json:"artifact_name"`
 	Description  string `json:"description"`
+}
+
+// ApprovalReport records a release of an artifact (to an environment), with the approvals
+// given so far; the evaluator numbers it within its flow.
+type ApprovalReport struct {
+	ID            string          `json:"id"`
+	FlowID        string          `json:"flow_id"`
+	Fingerprint   string          `json:"fingerprint"`
+	ArtifactName  string          `json:"artifact_name"`
+	BaseArtifact  string          `json:"base_artifact"`
+	Environment   string          `json:"environment,omitempty"`
+	Description   string          `json:"description"`
+	SrcCommitList json.RawMessage `json:"src_commit_list"`
+	Approvals     json.RawMessage `json:"approvals"`
+	State         string          `json:"state"`
+	UserData      json.RawMessage `json:"user_data,omitempty"`
 }

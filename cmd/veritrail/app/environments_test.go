@@ -154,3 +154,34 @@ func TestEnvDiff(t *testing.T) {
 	}
 	wantError(t, k.get("/env-diff/"+org+"?snappish1=nope%231&snappish2=prod"), 404, "Environment named 'nope' does not exist", "")
 }
+
+// TestApprovals: numbers count up per flow; state follows the approvals given.
+func TestApprovals(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k, org := e.k, testOrg
+		setupFlow(t, k)
+		fp := strings.Repeat("c", 64)
+		k.send(http.MethodPost, "/artifacts/"+org+"/app", map[string]any{"fingerprint": fp, "filename": "app:2",
+			"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, 201)
+		k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "prod", "type": "server"}).want(t, 201)
+		k.send(http.MethodPost, "/approvals/"+org+"/app", map[string]any{"artifact_fingerprint": fp, "environment": "prod",
+			"description": "release 2", "src_commit_list": []string{commit}, "approvals": []any{}, "user_data": map[string]any{}}).want(t, 201)
+		k.send(http.MethodPost, "/approvals/"+org+"/app", map[string]any{"artifact_fingerprint": fp, "description": "release 2b",
+			"src_commit_list": []string{commit}, "approvals": []any{map[string]any{"state": "APPROVED", "comment": "ok", "approved_by": "bob"}}}).want(t, 201)
+
+		first := k.get("/approvals/"+org+"/app/1").want(t, 200).JSON(t)
+		if first["state"] != "PENDING" || first["environment"] != "prod" || first["target_artifact"] != fp || first["release_number"] != float64(1) {
+			t.Fatalf("approval 1: %v", first)
+		}
+		second := k.get("/approvals/"+org+"/app/2").want(t, 200).JSON(t)
+		if second["state"] != "APPROVED" || second["approvals"].([]any)[0].(map[string]any)["approved_by"] != "bob" {
+			t.Fatalf("approval 2: %v", second)
+		}
+		if list := k.get("/approvals/"+org+"/app").want(t, 200).Array(t); len(list) != 2 {
+			t.Fatalf("approvals: %v", list)
+		}
+		wantError(t, k.get("/approvals/"+org+"/app/3"), 404, "Approval number 3 does not exist", "")
+		wantError(t, k.send(http.MethodPost, "/approvals/"+org+"/app", map[string]any{"artifact_fingerprint": strings.Repeat("d", 64)}),
+			404, "does not exist in flow 'app'", "")
+	})
+}

@@ -122,6 +122,9 @@ var schemaStatements = []string{
 		id TEXT PRIMARY KEY, env_id TEXT NOT NULL, fingerprint TEXT NOT NULL, artifact_name TEXT NOT NULL,
 		description TEXT NOT NULL, allowed_by TEXT NOT NULL, timestamp DOUBLE PRECISION NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS allowlist_env ON allowlist (env_id)`,
+	`CREATE TABLE IF NOT EXISTS approvals (
+		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, flow_id TEXT NOT NULL, number INTEGER NOT NULL, state TEXT NOT NULL,
+		created_at DOUBLE PRECISION NOT NULL, doc TEXT NOT NULL, UNIQUE (flow_id, number))`,
 	`CREATE TABLE IF NOT EXISTS applied_messages (
 		id TEXT PRIMARY KEY, trail_id TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS dirty_trails (trail_id TEXT PRIMARY KEY, generation BIGINT NOT NULL)`,
