@@ -9,8 +9,12 @@ import (
 	"github.com/veritrail/veritrail/evaluate/store"
 )
 
-// chunk bounds the rows of one multi-row statement (SQLite allows 32766 parameters).
-const chunk = 500
+// maxParams bounds the parameters of one statement (SQLite allows 32766, PostgreSQL 65535),
+// so that a snapshot of a few thousand artifacts still takes one statement per table.
+const maxParams = 30000
+
+// rowsPer is how many rows of k parameters fit in one statement.
+func rowsPer(k int) int { return maxParams / k }
 
 const envCols = `id, org_id, name, type, description, include_scaling, require_provenance, included, tags, archived,
 	created_at, last_modified_at, last_reported_at, last_changed_at, state`
@@ -238,13 +242,13 @@ func (r reads) RunningIn(ctx context.Context, orgID, fingerprint string) ([]stor
 // ArtifactsByFingerprints finds every report of the fingerprints, in one query per 500.
 func (r reads) ArtifactsByFingerprints(ctx context.Context, orgID string, fps []string) ([]store.Artifact, error) {
 	var out []store.Artifact
-	for start := 0; start < len(fps); start += chunk {
-		part := fps[start:min(start+chunk, len(fps))]
+	for start, n := 0, rowsPer(1); start < len(fps); start += n {
+		part := fps[start:min(start+n, len(fps))]
 		args := []any{orgID}
 		for _, fp := range part {
 			args = append(args, fp)
 		}
-		arts, err := r.artifacts(ctx, "artifacts by fingerprints", `SELECT `+artifactCols+` FROM artifacts WHERE org_id = ?
+		arts, err := r.artifacts(ctx, "artifacts by fingerprints", `/* one-off */ SELECT `+artifactCols+` FROM artifacts WHERE org_id = ?
 			AND fingerprint IN (`+placeholders(len(part))+`) ORDER BY seq`, args...)
 		if err != nil {
 			return nil, err
@@ -257,13 +261,13 @@ func (r reads) ArtifactsByFingerprints(ctx context.Context, orgID string, fps []
 // TrailsByIDs loads trails in one query per 500.
 func (r reads) TrailsByIDs(ctx context.Context, ids []string) ([]store.Trail, error) {
 	var out []store.Trail
-	for start := 0; start < len(ids); start += chunk {
-		part := ids[start:min(start+chunk, len(ids))]
+	for start, n := 0, rowsPer(1); start < len(ids); start += n {
+		part := ids[start:min(start+n, len(ids))]
 		args := make([]any, len(part))
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := r.rows(ctx, `SELECT `+trailCols+` FROM trails WHERE id IN (`+placeholders(len(part))+`)`, args...)
+		rows, err := r.rows(ctx, `/* one-off */ SELECT `+trailCols+` FROM trails WHERE id IN (`+placeholders(len(part))+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: trails by ids: %w", err)
 		}
@@ -394,7 +398,7 @@ func (t *txn) setMembers(ctx context.Context, logicalID string, physical []strin
 	for _, p := range physical {
 		args = append(args, logicalID, p)
 	}
-	_, err := t.exec(ctx, "set members", `INSERT INTO env_members (logical_id, physical_id) VALUES `+rowsOf(len(physical), 2)+
+	_, err := t.exec(ctx, "set members", `/* one-off */ INSERT INTO env_members (logical_id, physical_id) VALUES `+rowsOf(len(physical), 2)+
 		` ON CONFLICT DO NOTHING`, args...)
 	return err
 }
@@ -416,8 +420,8 @@ func (t *txn) InsertSnapshot(ctx context.Context, s store.Snapshot) error {
 }
 
 func (t *txn) InsertEnvEvents(ctx context.Context, events []store.EnvEvent) error {
-	for start := 0; start < len(events); start += chunk {
-		part := events[start:min(start+chunk, len(events))]
+	for start, n := 0, rowsPer(9); start < len(events); start += n {
+		part := events[start:min(start+n, len(events))]
 		args := make([]any, 0, 9*len(part))
 		for _, e := range part {
 			repos, err := json.Marshal(nonNilStrings(e.RepoNames))
@@ -427,7 +431,7 @@ func (t *txn) InsertEnvEvents(ctx context.Context, events []store.EnvEvent) erro
 			args = append(args, e.EnvID, e.SnapshotIndex, e.Type, e.ArtifactName, e.Fingerprint, e.Description, e.ReportedAt,
 				string(repos), nullJSON(e.Doc))
 		}
-		if _, err := t.exec(ctx, "insert env events", `INSERT INTO env_events (env_id, snapshot_index, type, artifact_name,
+		if _, err := t.exec(ctx, "insert env events", `/* one-off */ INSERT INTO env_events (env_id, snapshot_index, type, artifact_name,
 			fingerprint, description, reported_at, repo_names, doc) VALUES `+rowsOf(len(part), 9), args...); err != nil {
 			return err
 		}
@@ -436,24 +440,24 @@ func (t *txn) InsertEnvEvents(ctx context.Context, events []store.EnvEvent) erro
 }
 
 func (t *txn) SetRunning(ctx context.Context, orgID, envID string, gone []string, started []store.Running) error {
-	for start := 0; start < len(gone); start += chunk {
-		part := gone[start:min(start+chunk, len(gone))]
+	for start, n := 0, rowsPer(1); start < len(gone); start += n {
+		part := gone[start:min(start+n, len(gone))]
 		args := []any{envID}
 		for _, fp := range part {
 			args = append(args, fp)
 		}
-		if _, err := t.exec(ctx, "remove running", `DELETE FROM env_running WHERE env_id = ? AND fingerprint IN (`+
+		if _, err := t.exec(ctx, "remove running", `/* one-off */ DELETE FROM env_running WHERE env_id = ? AND fingerprint IN (`+
 			placeholders(len(part))+`)`, args...); err != nil {
 			return err
 		}
 	}
-	for start := 0; start < len(started); start += chunk {
-		part := started[start:min(start+chunk, len(started))]
+	for start, n := 0, rowsPer(5); start < len(started); start += n {
+		part := started[start:min(start+n, len(started))]
 		args := make([]any, 0, 5*len(part))
 		for _, x := range part {
 			args = append(args, envID, orgID, x.Fingerprint, x.Name, x.Since)
 		}
-		if _, err := t.exec(ctx, "add running", `INSERT INTO env_running (env_id, org_id, fingerprint, name, since) VALUES `+
+		if _, err := t.exec(ctx, "add running", `/* one-off */ INSERT INTO env_running (env_id, org_id, fingerprint, name, since) VALUES `+
 			rowsOf(len(part), 5)+` ON CONFLICT DO NOTHING`, args...); err != nil {
 			return err
 		}
@@ -462,13 +466,13 @@ func (t *txn) SetRunning(ctx context.Context, orgID, envID string, gone []string
 }
 
 func (t *txn) AppendTrailEvents(ctx context.Context, events []store.TrailEvent, at float64) error {
-	for start := 0; start < len(events); start += chunk {
-		part := events[start:min(start+chunk, len(events))]
+	for start, n := 0, rowsPer(3); start < len(events); start += n {
+		part := events[start:min(start+n, len(events))]
 		args := make([]any, 0, 3*len(part))
 		for _, e := range part {
 			args = append(args, e.TrailID, string(e.Doc), at)
 		}
-		if _, err := t.exec(ctx, "append trail events", `INSERT INTO trail_events (trail_id, doc, created_at) VALUES `+
+		if _, err := t.exec(ctx, "append trail events", `/* one-off */ INSERT INTO trail_events (trail_id, doc, created_at) VALUES `+
 			rowsOf(len(part), 3), args...); err != nil {
 			return err
 		}

@@ -283,11 +283,11 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 		where += ` AND id IN (SELECT trail_id FROM artifacts WHERE org_id = ? AND fingerprint = ?)`
 		args = append(args, orgID, f.Fingerprint)
 	}
-	total, err := r.count(ctx, "trails", `SELECT COUNT(*) FROM trails `+where, args...)
+	total, err := r.count(ctx, "trails", oneOffIf(f.FlowIDs != nil)+`SELECT COUNT(*) FROM trails `+where, args...)
 	if err != nil {
 		return nil, 0, err
 	}
-	rows, err := r.rows(ctx, `SELECT `+trailCols+` FROM trails `+where+` ORDER BY created_at DESC, id`+pageClause(f.Page), args...)
+	rows, err := r.rows(ctx, oneOffIf(f.FlowIDs != nil)+`SELECT `+trailCols+` FROM trails `+where+` ORDER BY created_at DESC, id`+pageClause(f.Page), args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlstore: list trails: %w", err)
 	}
@@ -539,7 +539,7 @@ func (r reads) Visible(ctx context.Context, ids []string) (bool, error) {
 	for i, id := range ids {
 		args[i] = id
 	}
-	n, err := r.count(ctx, "visible", `SELECT COUNT(*) FROM applied_messages a WHERE a.id IN (`+placeholders(len(ids))+`)
+	n, err := r.count(ctx, "visible", oneOff+`SELECT COUNT(*) FROM applied_messages a WHERE a.id IN (`+placeholders(len(ids))+`)
 		AND NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id)`, args...)
 	if err != nil {
 		return false, err

@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // maxStatements bounds the prepared statements kept per pool. Queries past it run unprepared;
@@ -23,10 +25,24 @@ func newStmtCache(db *sql.DB) *stmtCache {
 	return &stmtCache{db: db, m: map[string]*sql.Stmt{}, pending: map[string]struct{}{}}
 }
 
-// get returns the prepared statement of q, or nil when the cache is full or q is new and we
+// oneOff marks a query whose text varies with its arguments (IN lists, multi-row VALUES):
+// preparing it would fill the cache with variants used once.
+const oneOff = "/* one-off */ "
+
+func oneOffIf(b bool) string {
+	if b {
+		return oneOff
+	}
+	return ""
+}
+
+// get returns the prepared statement of q, or nil when the cache is full, q is one-off, or q is new and we
 // are inside a transaction: preparing then would need a second connection, and SQLite's
 // writer pool has one, held by that transaction. Such queries are prepared after it ends.
 func (c *stmtCache) get(ctx context.Context, q string, inTx bool) (*sql.Stmt, error) {
+	if strings.HasPrefix(q, oneOff) {
+		return nil, nil
+	}
 	c.mu.RLock()
 	st, ok := c.m[q]
 	n := len(c.m)
@@ -86,6 +102,7 @@ func (c *stmtCache) close() {
 type querier struct {
 	stmts *stmtCache
 	tx    *sql.Tx
+	count *atomic.Int64 // statements sent: the store's round trips
 }
 
 func (q querier) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
@@ -100,6 +117,7 @@ func (q querier) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 }
 
 func (q querier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	q.count.Add(1)
 	st, err := q.stmt(ctx, query)
 	switch {
 	case err != nil:
@@ -113,6 +131,7 @@ func (q querier) ExecContext(ctx context.Context, query string, args ...any) (sq
 }
 
 func (q querier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	q.count.Add(1)
 	st, err := q.stmt(ctx, query)
 	switch {
 	case err != nil:
@@ -127,6 +146,7 @@ func (q querier) QueryContext(ctx context.Context, query string, args ...any) (*
 
 // queryRow is QueryRowContext; a preparation error surfaces from Scan like any query error.
 func (q querier) queryRow(ctx context.Context, query string, args ...any) rowScanner {
+	q.count.Add(1)
 	st, err := q.stmt(ctx, query)
 	switch {
 	case err != nil:

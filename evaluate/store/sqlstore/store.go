@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/veritrail/veritrail/evaluate/store"
 )
@@ -18,7 +19,11 @@ type Store struct {
 	r      *sql.DB // reads
 	wstmts *stmtCache
 	rstmts *stmtCache
+	sent   atomic.Int64
 }
+
+// Statements is how many statements (round trips) the store has sent so far.
+func (s *Store) Statements() int64 { return s.sent.Load() }
 
 var _ store.Store = (*Store)(nil)
 
@@ -35,7 +40,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-func (s *Store) reader() reads { return reads{d: s.d, q: querier{stmts: s.rstmts}} }
+func (s *Store) reader() reads { return reads{d: s.d, q: querier{stmts: s.rstmts, count: &s.sent}} }
 
 // Update runs fn in one transaction.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -46,7 +51,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	// Rolls back when fn fails or panics (a no-op after Commit); a panic must not leave the
 	// transaction open, which on SQLite would hold the only writer connection for good.
 	defer func() { _ = tx.Rollback() }()
-	if err := fn(&txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx}}}); err != nil {
+	if err := fn(&txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {

@@ -1,0 +1,139 @@
+package evaluate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/template"
+)
+
+// envFixture is an evaluator on SQLite with one environment and n artifacts reported.
+type envFixture struct {
+	st  *sqlstore.Store
+	ev  *Evaluator
+	seq int
+}
+
+func newEnvFixture(tb testing.TB, artifacts int) *envFixture {
+	tb.Helper()
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(tb.TempDir(), "state.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	ev, err := New(Config{}, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &envFixture{st: st, ev: ev}
+	tmpl, _ := template.Parse(nil)
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.Flow = contract.KindFlowUpserted, &contract.FlowUpsert{ID: "flow-1", Name: "app", Template: tmpl.Content, TemplateID: tmpl.ID}
+	})
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.Environment = contract.KindEnvironmentUpserted, &contract.EnvironmentUpsert{ID: "env-1", Name: "prod", Type: "K8S"}
+	})
+	for i := range artifacts {
+		f.handle(tb, func(e *contract.Envelope) {
+			e.Kind, e.Artifact = contract.KindArtifactReported, &contract.ArtifactReport{ID: fmt.Sprint("art-", i), FlowID: "flow-1",
+				TrailName: "t1", Fingerprint: fp(i), Report: json.RawMessage(`{"filename": "x"}`)}
+		})
+	}
+	return f
+}
+
+func fp(i int) string { return fmt.Sprintf("%064x", i+1) }
+
+func (f *envFixture) handle(tb testing.TB, fill func(*contract.Envelope)) {
+	tb.Helper()
+	f.seq++
+	e := &contract.Envelope{ID: fmt.Sprint("m-", f.seq), OrgID: "org-1", Actor: contract.Actor{Name: "ci"}, At: float64(f.seq)}
+	fill(e)
+	b, err := contract.Marshal(e)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.ev.Handle(message.NewMessage(e.ID, b)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// report applies a snapshot of n artifacts, the first shifted by shift (so consecutive calls
+// with different shifts change the running set).
+func (f *envFixture) report(tb testing.TB, n, shift int) {
+	insts := make([]contract.RunningInstance, n)
+	for i := range n {
+		insts[i] = contract.RunningInstance{Name: fmt.Sprint("app-", i), Fingerprint: fp((i + shift) % max(n, 1)), CreationTimestamp: 1}
+	}
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
+	})
+}
+
+// TestSnapshotRoundTripsDoNotGrow: applying a 1,000-artifact snapshot costs the same number of
+// store round trips as a 10-artifact one.
+func TestSnapshotRoundTripsDoNotGrow(t *testing.T) {
+	trips := func(n int) int64 {
+		f := newEnvFixture(t, n)
+		f.report(t, n, 0)
+		before := f.st.Statements()
+		f.report(t, n, 1) // every artifact changes fingerprint: n exits, n starts
+		return f.st.Statements() - before
+	}
+	small, large := trips(10), trips(1000)
+	if small != large {
+		t.Fatalf("a 10-artifact snapshot took %d round trips, a 1,000-artifact one %d", small, large)
+	}
+	t.Logf("round trips per snapshot: %d", large)
+}
+
+// TestRepeatedSnapshotCreatesNothing: the same report twice makes one snapshot.
+func TestRepeatedSnapshotCreatesNothing(t *testing.T) {
+	f := newEnvFixture(t, 3)
+	f.report(t, 3, 0)
+	f.report(t, 3, 0)
+	ts, err := f.st.SnapshotTimestamps(context.Background(), "env-1")
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("snapshots %v %v, want 1", ts, err)
+	}
+}
+
+// BenchmarkApplySnapshot1000 applies 1,000-artifact snapshots where every artifact changed.
+func BenchmarkApplySnapshot1000(b *testing.B) {
+	benchSnapshots(b, func(i int) int { return i % 2 })
+}
+
+// BenchmarkApplySnapshot1000OneChanged applies 1,000-artifact snapshots where one artifact changed.
+func BenchmarkApplySnapshot1000OneChanged(b *testing.B) {
+	f := newEnvFixture(b, 1001)
+	f.report(b, 1000, 0)
+	b.ResetTimer()
+	for i := range b.N {
+		insts := make([]contract.RunningInstance, 1000)
+		for j := range 1000 {
+			insts[j] = contract.RunningInstance{Name: fmt.Sprint("app-", j), Fingerprint: fp(j), CreationTimestamp: 1}
+		}
+		insts[0].Fingerprint = fp(1000 * (i % 2)) // alternate one artifact between two builds
+		f.handle(b, func(e *contract.Envelope) {
+			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
+		})
+	}
+}
+
+func benchSnapshots(b *testing.B, shift func(int) int) {
+	f := newEnvFixture(b, 1000)
+	f.report(b, 1000, 0)
+	before := f.st.Statements()
+	b.ResetTimer()
+	for i := range b.N {
+		f.report(b, 1000, 1+shift(i))
+	}
+	b.ReportMetric(float64(f.st.Statements()-before)/float64(b.N), "roundtrips/op")
+}
