@@ -349,17 +349,60 @@ func (a *API) artifactView(ctx context.Context, p *Principal, flow store.Flow, a
 		History:      []HistoryEvent{{Event: fmt.Sprintf("Artifact reported to trail '%s'", tr.Name), Type: "artifact_creation_reported", Timestamp: art.CreatedAt}},
 		ExternalURLs: orJSON(rep.ExternalURLs, "{}"), Annotations: orJSON(rep.Annotations, "{}"), UserData: orJSON(rep.UserData, "{}"),
 	}
-	running, err := a.store.RunningIn(ctx, p.Org.ID, art.Fingerprint)
-	if err != nil {
-		return ArtifactView{}, a.internal(ctx, "look up running", err)
-	}
-	for _, r := range running {
-		env, err := a.store.EnvironmentByID(ctx, p.Org.ID, r.EnvID)
-		if err != nil || env.Archived {
-			continue
-		}
-		entry, _ := json.Marshal(map[string]any{"environment_name": env.Name, "artifact_name": r.Name, "since": r.Since})
-		v.Running = append(v.Running, entry)
+	if err := a.whereItRuns(ctx, p, art.Fingerprint, &v); err != nil {
+		return ArtifactView{}, err
 	}
 	return v, nil
+}
+
+// whereItRuns fills an artifact's running and exited lists and its history from the
+// environments' snapshots.
+func (a *API) whereItRuns(ctx context.Context, p *Principal, fp string, v *ArtifactView) error {
+	envNames := map[string]string{}
+	envName := func(id string) string {
+		if n, ok := envNames[id]; ok {
+			return n
+		}
+		n := ""
+		if env, err := a.store.EnvironmentByID(ctx, p.Org.ID, id); err == nil && !env.Archived {
+			n = env.Name
+		}
+		envNames[id] = n
+		return n
+	}
+	running, err := a.store.RunningIn(ctx, p.Org.ID, fp)
+	if err != nil {
+		return a.internal(ctx, "look up running", err)
+	}
+	runs := map[string]bool{}
+	for _, r := range running {
+		if name := envName(r.EnvID); name != "" {
+			runs[name] = true
+			entry, _ := json.Marshal(map[string]any{"environment_name": name, "artifact_name": r.Name, "since": r.Since}) // plain values always marshal
+			v.Running = append(v.Running, entry)
+		}
+	}
+	events, err := a.store.FingerprintEvents(ctx, p.Org.ID, fp)
+	if err != nil {
+		return a.internal(ctx, "look up environment events", err)
+	}
+	exited := map[string]float64{}
+	for _, ev := range events {
+		name := envName(ev.EnvID)
+		if name == "" {
+			continue
+		}
+		v.History = append(v.History, HistoryEvent{Event: fmt.Sprintf("%s in environment '%s' (snapshot %d)", ev.Description, name, ev.SnapshotIndex),
+			Type: "artifact_" + ev.Type, Timestamp: ev.ReportedAt})
+		if ev.Type == "exited" {
+			exited[name] = ev.ReportedAt
+		}
+	}
+	for name, at := range exited {
+		if !runs[name] {
+			entry, _ := json.Marshal(map[string]any{"environment_name": name, "exited_at": at}) // plain values always marshal
+			v.Exited = append(v.Exited, entry)
+		}
+	}
+	return nil
 }

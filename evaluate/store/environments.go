@@ -96,6 +96,9 @@ type EnvironmentReader interface {
 
 	EnvEvents(ctx context.Context, envID string, f EventFilter) ([]EnvEvent, int, error)
 	RunningIn(ctx context.Context, orgID, fingerprint string) ([]Running, error)
+	// FingerprintEvents lists, oldest first, the environment events of a fingerprint in every
+	// environment of the organization.
+	FingerprintEvents(ctx context.Context, orgID, fingerprint string) ([]EnvEvent, error)
 	ArtifactsByFingerprints(ctx context.Context, orgID string, fingerprints []string) ([]Artifact, error)
 	TrailsByIDs(ctx context.Context, ids []string) ([]Trail, error)
 	Allowlist(ctx context.Context, envID string) ([]AllowlistEntry, error)

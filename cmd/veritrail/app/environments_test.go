@@ -106,8 +106,24 @@ func TestEnvironmentsAndSnapshots(t *testing.T) {
 			t.Fatalf("web exited prod but still shows running: %v", a["running"])
 		}
 		report("staging", k8sItem("web-1", web, 100))
-		if a := k.get("/artifacts/" + org + "/app/fingerprint/" + fpA).JSON(t); len(a["running"].([]any)) != 1 {
+		a := k.get("/artifacts/" + org + "/app/fingerprint/" + fpA).JSON(t)
+		if len(a["running"].([]any)) != 1 || a["running"].([]any)[0].(map[string]any)["environment_name"] != "staging" {
 			t.Fatalf("web runs in staging: %v", a["running"])
+		}
+		exitedFrom := map[string]bool{}
+		for _, x := range a["exited"].([]any) {
+			exitedFrom[x.(map[string]any)["environment_name"].(string)] = true
+		}
+		if len(exitedFrom) != 2 || !exitedFrom["prod"] || !exitedFrom["all"] { // "all" is the logical environment holding prod
+			t.Fatalf("web exited prod and all: %v", a["exited"])
+		}
+		var history []string
+		for _, h := range a["history"].([]any) {
+			history = append(history, h.(map[string]any)["type"].(string))
+		}
+		if got := strings.Join(history, ","); !strings.HasPrefix(got, "artifact_creation_reported,artifact_started") ||
+			!strings.HasSuffix(got, "artifact_started") || !strings.Contains(got, "artifact_exited") {
+			t.Fatalf("history: %s", got)
 		}
 		tr := k.get("/trails/" + org + "/app/t1").JSON(t)
 		var trailEvents []string

@@ -114,6 +114,7 @@ var schemaStatements = []string{
 		fingerprint TEXT NOT NULL, description TEXT NOT NULL, reported_at DOUBLE PRECISION NOT NULL, repo_names TEXT NOT NULL,
 		doc TEXT NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS env_events_env ON env_events (env_id, seq)`,
+	`CREATE INDEX IF NOT EXISTS env_events_fp ON env_events (fingerprint)`,
 	`CREATE TABLE IF NOT EXISTS env_running (
 		env_id TEXT NOT NULL, org_id TEXT NOT NULL, fingerprint TEXT NOT NULL, name TEXT NOT NULL,
 		since DOUBLE PRECISION NOT NULL, PRIMARY KEY (env_id, fingerprint, name))`,

@@ -239,6 +239,29 @@ func (r reads) RunningIn(ctx context.Context, orgID, fingerprint string) ([]stor
 	return out, rows.Err()
 }
 
+func (r reads) FingerprintEvents(ctx context.Context, orgID, fingerprint string) ([]store.EnvEvent, error) {
+	rows, err := r.rows(ctx, `SELECT v.seq, v.env_id, v.snapshot_index, v.type, v.artifact_name, v.fingerprint, v.description,
+		v.reported_at, v.repo_names, v.doc FROM env_events v JOIN environments e ON e.id = v.env_id
+		WHERE v.fingerprint = ? AND e.org_id = ? ORDER BY v.reported_at, v.seq`, fingerprint, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: fingerprint events: %w", err)
+	}
+	defer rows.Close()
+	var out []store.EnvEvent
+	for rows.Next() {
+		var e store.EnvEvent
+		var repos, doc string
+		if err := rows.Scan(&e.Seq, &e.EnvID, &e.SnapshotIndex, &e.Type, &e.ArtifactName, &e.Fingerprint, &e.Description,
+			&e.ReportedAt, &repos, &doc); err != nil {
+			return nil, fmt.Errorf("sqlstore: fingerprint events: %w", err)
+		}
+		_ = json.Unmarshal([]byte(repos), &e.RepoNames) // written by us as a JSON array
+		e.Doc = json.RawMessage(doc)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
 // ArtifactsByFingerprints finds every report of the fingerprints, in one query per 500.
 func (r reads) ArtifactsByFingerprints(ctx context.Context, orgID string, fps []string) ([]store.Artifact, error) {
 	var out []store.Artifact

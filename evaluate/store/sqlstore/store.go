@@ -195,6 +195,10 @@ func (s *Store) Visible(ctx context.Context, ids []string) (bool, error) {
 
 // Environment reads delegate to the read pool too.
 
+func (s *Store) FingerprintEvents(ctx context.Context, orgID, fingerprint string) ([]store.EnvEvent, error) {
+	return s.reader().FingerprintEvents(ctx, orgID, fingerprint)
+}
+
 func (s *Store) TrailsByIDs(ctx context.Context, ids []string) ([]store.Trail, error) {
 	return s.reader().TrailsByIDs(ctx, ids)
 }
