@@ -44,6 +44,22 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 			return "", nil // archived already: nothing left to do
 		}
 		return "", err
+	case contract.KindFlowTagged:
+		ft := e.FlowTags
+		if ft == nil {
+			return "", permanent("flow tags without body")
+		}
+		f, err := tx.FlowByID(ctx, e.OrgID, ft.FlowID)
+		if err != nil {
+			return "", classify(err)
+		}
+		for k, v := range ft.SetTags {
+			f.Tags[k] = v
+		}
+		for _, k := range ft.RemoveTags {
+			delete(f.Tags, k)
+		}
+		return "", classify(tx.SetFlowTags(ctx, e.OrgID, f.ID, f.Tags, e.At))
 	case contract.KindTrailBegun:
 		return applyTrail(ctx, tx, e)
 	case contract.KindArtifactReported:

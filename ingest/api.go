@@ -116,6 +116,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerCustomTypes()
 	a.registerEnvironments()
 	a.registerApprovals()
+	a.registerTags()
 	a.registerSnapshots()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {

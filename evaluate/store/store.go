@@ -233,6 +233,7 @@ type Tx interface {
 	UpsertFlow(ctx context.Context, f Flow) (created bool, err error)
 	RenameFlow(ctx context.Context, orgID, flowID, newName string, at float64) error
 	ArchiveFlow(ctx context.Context, orgID, flowID string, at float64) error
+	SetFlowTags(ctx context.Context, orgID, flowID string, tags map[string]string, at float64) error
 	PutTemplate(ctx context.Context, id, content string) error
 
 	UpsertTrail(ctx context.Context, t Trail) (created bool, err error)

@@ -31,6 +31,7 @@ const (
 	KindFlowUpserted        Kind = "flow.upserted"
 	KindFlowRenamed         Kind = "flow.renamed"
 	KindFlowArchived        Kind = "flow.archived"
+	KindFlowTagged          Kind = "flow.tagged"
 	KindTrailBegun          Kind = "trail.begun"
 	KindArtifactReported    Kind = "artifact.reported"
 	KindAttestationReported Kind = "attestation.reported"
@@ -62,6 +63,7 @@ type Envelope struct {
 	Flow        *FlowUpsert       `json:"flow,omitempty"`
 	FlowRename  *FlowRename       `json:"flow_rename,omitempty"`
 	FlowArchive *FlowRef          `json:"flow_archive,omitempty"`
+	FlowTags    *FlowTags         `json:"flow_tags,omitempty"`
 	Trail       *TrailBegin       `json:"trail,omitempty"`
 	Artifact    *ArtifactReport   `json:"artifact,omitempty"`
 	Attestation *AttestationInput `json:"attestation,omitempty"`
@@ -91,6 +93,8 @@ func (e *Envelope) PartitionKey() string {
 		return FlowKey(e.OrgID, e.FlowRename.FlowID)
 	case e.FlowArchive != nil:
 		return FlowKey(e.OrgID, e.FlowArchive.FlowID)
+	case e.FlowTags != nil:
+		return FlowKey(e.OrgID, e.FlowTags.FlowID)
 	case e.Environment != nil:
 		return EnvironmentKey(e.OrgID, e.Environment.ID)
 	case e.EnvChange != nil:
@@ -162,6 +166,13 @@ type FlowRename struct {
 // FlowRef names a flow by ID.
 type FlowRef struct {
 	FlowID string `json:"flow_id"`
+}
+
+// FlowTags sets and removes tags of a flow.
+type FlowTags struct {
+	FlowID     string            `json:"flow_id"`
+	SetTags    map[string]string `json:"set_tags,omitempty"`
+	RemoveTags []string          `json:"remove_tags,omitempty"`
 }
 
 // TrailBegin creates or updates a trail.

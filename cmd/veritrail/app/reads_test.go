@@ -142,3 +142,28 @@ func TestPersonalKeyAcrossOrgs(t *testing.T) {
 			http.StatusForbidden, "needs the write privilege", "")
 	})
 }
+
+// TestTags: tags of flows and environments, and the trail filter by flow tag.
+func TestTags(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k, org := e.k, testOrg
+		setupFlow(t, k)
+		k.send(http.MethodPatch, "/tags/"+org+"/flow/app", map[string]any{"set_tags": map[string]string{"team": "web", "tier": "1"}}).want(t, 200)
+		k.send(http.MethodPatch, "/tags/"+org+"/flow/app", map[string]any{"remove_tags": []string{"tier"}}).want(t, 200)
+		if tags := k.get("/flows/" + org + "/app").JSON(t)["tags"].(map[string]any); len(tags) != 1 || tags["team"] != "web" {
+			t.Fatalf("flow tags: %v", tags)
+		}
+		if data := k.get("/trails/" + org + "?flow_tag=team=web").JSON(t)["data"].([]any); len(data) != 1 {
+			t.Fatalf("trails by flow tag: %v", data)
+		}
+		if data := k.get("/trails/" + org + "?flow_tag=team=api").JSON(t)["data"].([]any); len(data) != 0 {
+			t.Fatalf("trails by another tag: %v", data)
+		}
+		k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "prod", "type": "server"}).want(t, 201)
+		k.send(http.MethodPatch, "/tags/"+org+"/env/prod", map[string]any{"set_tags": map[string]string{"url": "https://x"}}).want(t, 200)
+		if tags := k.get("/environments/" + org + "/prod").JSON(t)["tags"].(map[string]any); tags["url"] != "https://x" {
+			t.Fatalf("environment tags: %v", tags)
+		}
+		wantError(t, k.send(http.MethodPatch, "/tags/"+org+"/flow/nope", map[string]any{}), 404, "Flow named 'nope' does not exist", "")
+	})
+}

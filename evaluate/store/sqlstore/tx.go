@@ -74,6 +74,18 @@ func (t *txn) RenameFlow(ctx context.Context, orgID, flowID, newName string, at 
 	return err
 }
 
+func (t *txn) SetFlowTags(ctx context.Context, orgID, flowID string, tags map[string]string, at float64) error {
+	b, err := json.Marshal(nonNilTags(tags))
+	if err != nil {
+		return fmt.Errorf("sqlstore: flow tags: %w", err)
+	}
+	n, err := t.exec(ctx, "set flow tags", `UPDATE flows SET tags = ?, last_modified_at = ? WHERE org_id = ? AND id = ?`, string(b), at, orgID, flowID)
+	if err == nil && n == 0 {
+		return fmt.Errorf("sqlstore: set flow tags %s: %w", flowID, store.ErrNotFound)
+	}
+	return err
+}
+
 // ArchiveFlow hides a flow. Its name gets a suffix so that the name can be used again.
 func (t *txn) ArchiveFlow(ctx context.Context, orgID, flowID string, at float64) error {
 	n, err := t.exec(ctx, "archive flow", `UPDATE flows SET archived = 1, name = name || ? , last_modified_at = ?

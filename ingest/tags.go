@@ -1,0 +1,56 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/veritrail/veritrail/ingest/contract"
+)
+
+func (a *API) registerTags() {
+	type tagsInput struct {
+		OrgPath
+		Kind string `path:"kind" enum:"flow,env" doc:"what is tagged: flow or env"`
+		Name string `path:"name"`
+		Body struct {
+			SetTags    map[string]string `json:"set_tags,omitempty" required:"false"`
+			RemoveTags []string          `json:"remove_tags,omitempty" required:"false" nullable:"true"`
+		}
+	}
+	huma.Register(a.huma, op(http.MethodPatch, "/tags/{org}/{kind}/{name}", "updateTags", PrivWrite, "Set and remove tags of a flow or an environment", "Tags"),
+		func(ctx context.Context, in *tagsInput) (*stringOutput, error) {
+			p := principalFrom(ctx)
+			c := checker{}
+			for k := range in.Body.SetTags {
+				if k == "" {
+					c["set_tags"] = "Tag keys cannot be empty"
+				}
+			}
+			if err := c.err(); err != nil {
+				return nil, err
+			}
+			switch in.Kind {
+			case "flow":
+				f, err := a.flowByName(ctx, p, in.Name)
+				if err != nil {
+					return nil, err
+				}
+				env := &contract.Envelope{Kind: contract.KindFlowTagged, FlowTags: &contract.FlowTags{FlowID: f.ID,
+					SetTags: in.Body.SetTags, RemoveTags: in.Body.RemoveTags}}
+				if err := a.publish(ctx, p, env); err != nil {
+					return nil, err
+				}
+			default:
+				if _, err := a.changeEnvironment(ctx, in.Name, "tagged", func(c *contract.EnvironmentChange) error {
+					c.SetTags, c.RemoveTags = in.Body.SetTags, in.Body.RemoveTags
+					return nil
+				}); err != nil {
+					return nil, err
+				}
+			}
+			return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Tags of %s '%s' were updated", in.Kind, in.Name)}, nil
+		})
+}
