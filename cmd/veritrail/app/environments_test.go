@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func k8sItem(pod string, digests map[string]string, created int) map[string]any {
@@ -94,6 +95,22 @@ func TestEnvironmentsAndSnapshots(t *testing.T) {
 		if ev := k.get("/environments/" + org + "/prod/events?per_page=1&page=2").Array(t); len(ev) != 1 || ev[0].(map[string]any)["snapshot_index"] != float64(3) {
 			t.Fatalf("paging: %v", ev)
 		}
+		future := fmt.Sprint(time.Now().Add(time.Hour).Unix())
+		for query, want := range map[string]int{
+			"start=1h&end=NOW":              4, // a time reference: every snapshot of the last hour
+			"start=-2":                      2,
+			"start_ts=" + future:            1, // the snapshot current then is the latest
+			"start=1&start_ts=" + future:    1, // start_ts wins over start
+			"end_ts=1&end=-1":               0, // end_ts wins over end
+			"interval=1..3&start=3":         1, // start wins over the deprecated interval's start
+			"from=" + future:                0,
+			"to=" + future + "&start=2days": 4,
+		} {
+			if ev := k.get("/environments/"+org+"/prod/events?"+query).want(t, 200).Array(t); len(ev) != want {
+				t.Errorf("events?%s: %d, want %d", query, len(ev), want)
+			}
+		}
+		wantError(t, k.get("/environments/"+org+"/prod/events?start=yesterday"), 400, "", "start")
 		wantError(t, k.get("/environments/"+org+"/prod/events?per_page=101"), 400, "", "per_page")
 		wantError(t, k.get("/environments/"+org+"/prod/events?page=0"), 400, "", "page")
 
