@@ -180,10 +180,7 @@ func (a *API) registerArtifacts() {
 	huma.Register(a.huma, op(http.MethodGet, "/artifacts/{org}", "listArtifacts", PrivRead, "List artifacts, newest first", "Artifacts"),
 		func(ctx context.Context, in *listInput) (*listOutput[ArtifactView], error) {
 			p := principalFrom(ctx)
-			pg := store.Page{Page: max(in.Page, 1), PerPage: in.PerPage}
-			if pg.PerPage == 0 {
-				pg.PerPage = 15
-			}
+			pg := pageOf(in.Page, in.PerPage, 15)
 			flt := store.ArtifactFilter{RepoName: in.RepoName, Page: pg}
 			if in.FlowName != "" {
 				f, err := a.flowByName(ctx, p, in.FlowName)

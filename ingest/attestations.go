@@ -184,10 +184,7 @@ func (a *API) registerAttestations() {
 	huma.Register(a.huma, op(http.MethodGet, "/attestations/{org}", "listAttestations", PrivRead, "List attestations, newest first", "Attestations"),
 		func(ctx context.Context, in *listInput) (*listOut, error) {
 			p := principalFrom(ctx)
-			pg := store.Page{Page: max(in.Page, 1), PerPage: in.PerPage}
-			if pg.PerPage == 0 {
-				pg.PerPage = 15
-			}
+			pg := pageOf(in.Page, in.PerPage, 15)
 			var atts []store.Attestation
 			total := 0
 			if in.AttestationID != "" {

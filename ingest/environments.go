@@ -175,14 +175,7 @@ func (a *API) registerEnvironments() {
 	huma.Register(a.huma, op(http.MethodGet, "/environments/{org}", "listEnvironments", PrivRead, "List environments", "Environments"),
 		func(ctx context.Context, in *listInput) (*listOutput, error) {
 			p := principalFrom(ctx)
-			paged := in.Page > 0 || in.PerPage > 0
-			pg := store.Page{}
-			if paged {
-				pg = store.Page{Page: max(in.Page, 1), PerPage: in.PerPage}
-				if pg.PerPage == 0 {
-					pg.PerPage = 20
-				}
-			}
+			pg, paged := optionalPage(in.Page, in.PerPage)
 			envs, total, err := a.store.ListEnvironments(ctx, p.Org.ID, pg)
 			if err != nil {
 				return nil, a.internal(ctx, "list environments", err)

@@ -122,14 +122,7 @@ func (a *API) registerFlows() {
 	huma.Register(a.huma, op(http.MethodGet, "/flows/{org}", "listFlows", PrivRead, "List flows", "Flows"),
 		func(ctx context.Context, in *listInput) (*listOutput, error) {
 			p := principalFrom(ctx)
-			paged := in.Page > 0 || in.PerPage > 0
-			pg := store.Page{}
-			if paged {
-				pg = store.Page{Page: max(in.Page, 1), PerPage: in.PerPage}
-				if pg.PerPage == 0 {
-					pg.PerPage = 20
-				}
-			}
+			pg, paged := optionalPage(in.Page, in.PerPage)
 			flows, total, err := a.store.ListFlows(ctx, p.Org.ID, store.FlowFilter{NameContains: in.SearchByName, CaseSensitive: in.CaseSensitive, Page: pg})
 			if err != nil {
 				return nil, a.internal(ctx, "list flows", err)
@@ -256,6 +249,22 @@ type Pagination struct {
 	Page      int `json:"page"`
 	PerPage   int `json:"per_page"`
 	PageCount int `json:"page_count"`
+}
+
+// pageOf is the requested page, with perPage defaulting to def.
+func pageOf(page, perPage, def int) store.Page {
+	if perPage == 0 {
+		perPage = def
+	}
+	return store.Page{Page: max(page, 1), PerPage: perPage}
+}
+
+// optionalPage is the page of a list that is a bare array unless paging is asked for.
+func optionalPage(page, perPage int) (store.Page, bool) {
+	if page == 0 && perPage == 0 {
+		return store.Page{}, false
+	}
+	return pageOf(page, perPage, 20), true
 }
 
 func pagination(total int, p store.Page) Pagination {

@@ -132,10 +132,7 @@ func (a *API) registerTrails() {
 	huma.Register(a.huma, op(http.MethodGet, "/trails/{org}", "listTrails", PrivRead, "List trails, newest first", "Trails"),
 		func(ctx context.Context, in *listInput) (*listOutput, error) {
 			p := principalFrom(ctx)
-			pg := store.Page{Page: max(in.Page, 1), PerPage: in.PerPage}
-			if pg.PerPage == 0 {
-				pg.PerPage = 20
-			}
+			pg := pageOf(in.Page, in.PerPage, 20)
 			flt := store.TrailFilter{Fingerprint: in.Fingerprint, Page: pg}
 			flows, _, err := a.store.ListFlows(ctx, p.Org.ID, store.FlowFilter{})
 			if err != nil {
