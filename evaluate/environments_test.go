@@ -114,17 +114,19 @@ func BenchmarkApplySnapshot1000(b *testing.B) {
 func BenchmarkApplySnapshot1000OneChanged(b *testing.B) {
 	f := newEnvFixture(b, 1001)
 	f.report(b, 1000, 0)
+	before := f.st.Statements()
 	b.ResetTimer()
 	for i := range b.N {
 		insts := make([]contract.RunningInstance, 1000)
 		for j := range 1000 {
 			insts[j] = contract.RunningInstance{Name: fmt.Sprint("app-", j), Fingerprint: fp(j), CreationTimestamp: 1}
 		}
-		insts[0].Fingerprint = fp(1000 * (i % 2)) // alternate one artifact between two builds
+		insts[0].Fingerprint = fp(1000 * ((i + 1) % 2)) // alternate one artifact between two builds, starting with the new one
 		f.handle(b, func(e *contract.Envelope) {
 			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
 		})
 	}
+	b.ReportMetric(float64(f.st.Statements()-before)/float64(b.N), "roundtrips/op")
 }
 
 func benchSnapshots(b *testing.B, shift func(int) int) {

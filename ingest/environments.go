@@ -331,7 +331,7 @@ func (a *API) registerSnapshotReports() {
 	o := op(http.MethodPut, "/environments/{org}/{env}/report/{type}", "reportSnapshot", PrivWrite,
 		"Report what runs in an environment", "Environments")
 	o.DefaultStatus = http.StatusCreated
-	o.MaxBodyBytes = 32 << 20 // ~800 artifacts with their context fit easily
+	o.MaxBodyBytes = 32 << 20 // a large cluster (~800 artifacts) is a few hundred KB; this leaves ample room
 	huma.Register(a.huma, o, func(ctx context.Context, in *reportInput) (*stringOutput, error) {
 		p := principalFrom(ctx)
 		typ, ok := reportTypes[in.Type]
