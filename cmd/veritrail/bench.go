@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 )
 
 // runBench measures the baseline and the product in one run and prints the result; progress
-// goes to stderr so that --json output can be piped.
+// goes to stderr so that --json output can be piped. --snapshots measures environment
+// snapshot reports instead of attestations.
 func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg bench.Config
@@ -20,6 +22,9 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Concurrency, "concurrency", 16, "concurrent clients")
 	fs.IntVar(&cfg.Trails, "trails", 1000, "trails the attestations are spread over")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 1024, "size of each multipart attestation body")
+	snapshots := fs.Bool("snapshots", false, "measure K8S snapshot reports (baseline, ingest, evaluator) instead of attestations")
+	fs.IntVar(&cfg.SnapshotArtifacts, "snapshot-artifacts", 200, "pods in each snapshot report (--snapshots)")
+	fs.BoolVar(&cfg.SnapshotRepeat, "snapshot-repeat", false, "every report repeats the last running set instead of alternating between two (--snapshots)")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured ingest phase and its drain to this file")
 	if err := fs.Parse(args); err != nil {
@@ -37,7 +42,13 @@ func runBench(ctx context.Context, args []string) error {
 		defer f.Close()
 		cfg.CPUProfile = f
 	}
-	res, err := bench.Run(ctx, cfg)
+	var res interface{ WriteTable(io.Writer) error }
+	var err error
+	if *snapshots {
+		res, err = bench.RunSnapshots(ctx, cfg)
+	} else {
+		res, err = bench.Run(ctx, cfg)
+	}
 	if err != nil {
 		return err
 	}

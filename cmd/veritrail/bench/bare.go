@@ -33,12 +33,38 @@ const (
 // kept), answering 201 with a JSON string. It leaves out only what the product adds on top:
 // authentication, store lookups, validation of the attestation and the publish.
 func startBare() (addr string, stop func(), err error) {
+	return serveBare(registerBareMultipart)
+}
+
+// serveBare serves the operations register adds on net/http + chi + Huma, configured as the
+// product configures Huma, on a real TCP port of the loopback interface.
+func serveBare(register func(huma.API)) (addr string, stop func(), err error) {
 	mux := chi.NewRouter()
 	hc := huma.DefaultConfig("Veritrail bench baseline", "1.0")
 	hc.DocsPath = ""
 	hc.CreateHooks = nil // as the product: no $schema links in responses
-	api := humachi.New(mux, hc)
+	register(humachi.New(mux, hc))
 
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: listen: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return ln.Addr().String(), func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}, nil
+}
+
+// registerBareMultipart is the baseline of the attestation phases.
+func registerBareMultipart(api huma.API) {
 	type in struct {
 		ingest.TrailPath
 		ContentType string `header:"Content-Type"`
@@ -80,23 +106,6 @@ func startBare() (addr string, stop func(), err error) {
 		name, _ := data["attestation_name"].(string)
 		return &out{Status: http.StatusCreated, Body: fmt.Sprintf("Attestation '%s' was reported", name)}, nil
 	})
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("bench: listen: %w", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	return ln.Addr().String(), func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-done
-	}, nil
 }
 
 // parseMultipart mirrors the product's form parsing: boundary from the media type, each named

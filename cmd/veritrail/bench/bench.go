@@ -1,8 +1,9 @@
 // Package bench is the load generator behind `veritrail bench`. In one run on one machine it
 // measures a baseline (a bare Huma server parsing the same multipart attestation), the rate at
 // which the embedded Veritrail answers 201 to attestations, and how fast its evaluator applies
-// them. Shared machines are noisy, so the product is only ever judged against the baseline
-// taken in the same run.
+// them. RunSnapshots does the same for Kubernetes environment snapshot reports (a bare Huma
+// JSON PUT of the same report as the baseline). Shared machines are noisy, so the product is
+// only ever judged against the baseline taken in the same run.
 package bench
 
 import (
@@ -41,6 +42,13 @@ type Config struct {
 	Progress io.Writer
 	// CPUProfile, when set, receives a CPU profile of the measured ingest phase and its drain.
 	CPUProfile io.Writer
+
+	// SnapshotArtifacts is the number of items (pods) of each snapshot report of RunSnapshots
+	// (default 200).
+	SnapshotArtifacts int
+	// SnapshotRepeat makes every report of RunSnapshots repeat the environment's last running
+	// set instead of alternating between two sets.
+	SnapshotRepeat bool
 }
 
 func (c *Config) defaults() error {
@@ -58,6 +66,9 @@ func (c *Config) defaults() error {
 	}
 	if c.PayloadBytes <= 0 {
 		c.PayloadBytes = 1024
+	}
+	if c.SnapshotArtifacts <= 0 {
+		c.SnapshotArtifacts = 200
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 5 * time.Minute

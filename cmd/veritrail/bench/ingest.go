@@ -115,25 +115,12 @@ func runIngest(ctx context.Context, cfg Config, body []byte, contentType string,
 	}
 	logs.reset() // count what the measured load causes, not the setup
 
-	if cfg.CPUProfile != nil {
-		if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
-			return fmt.Errorf("bench: cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startProfile(cfg)
+	if err != nil {
+		return err
 	}
-	var accepted atomic.Int64
-	start := time.Now()
-	stopped := make(chan time.Time, 1)
-	polled := make(chan error, 1)
-	go func() { polled <- p.follow(ctx, start, &accepted, stopped, cfg.DrainTimeout) }()
-	res.Ingest = hammer(ctx, t, cfg.Concurrency, cfg.Duration, &accepted)
-	stopped <- time.Now()
-	fmt.Fprintf(cfg.Progress, "bench: phase 2: %.0f/s accepted, p50 %.2f ms, p99 %.2f ms; waiting for the evaluator\n",
-		res.Ingest.PerSecond, res.Ingest.P50ms, res.Ingest.P99ms)
-	err = <-polled
-	if cfg.CPUProfile != nil {
-		pprof.StopCPUProfile()
-	}
+	res.Ingest, err = measure(ctx, cfg, t, p, "phase 2")
+	stopProfile()
 	res.Evaluator = p.ev
 	res.ProductLog = logs.counts()
 	if ctx.Err() != nil {
@@ -149,6 +136,33 @@ func runIngest(ctx context.Context, cfg Config, body []byte, contentType string,
 	fmt.Fprintf(cfg.Progress, "bench: phase 3: evaluator applied %.0f/s during the load, drained %v after %.1f s\n",
 		ev.ApplyPerSecond, ev.Drained, ev.DrainSeconds)
 	return nil
+}
+
+// startProfile starts the CPU profile when one was asked for; stop ends it (a no-op without).
+func startProfile(cfg Config) (stop func(), err error) {
+	if cfg.CPUProfile == nil {
+		return func() {}, nil
+	}
+	if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return pprof.StopCPUProfile, nil
+}
+
+// measure runs the measured load while following the evaluator's progress until it applied
+// everything accepted. It leaves the evaluator's numbers in p.ev and returns errNotDrained
+// when the drain timed out.
+func measure(ctx context.Context, cfg Config, t *target, p *progress, label string) (Phase, error) {
+	var accepted atomic.Int64
+	start := time.Now()
+	stopped := make(chan time.Time, 1)
+	polled := make(chan error, 1)
+	go func() { polled <- p.follow(ctx, start, &accepted, stopped, cfg.DrainTimeout) }()
+	ph := hammer(ctx, t, cfg.Concurrency, cfg.Duration, &accepted)
+	stopped <- time.Now()
+	fmt.Fprintf(cfg.Progress, "bench: %s: %.0f/s accepted, p50 %.2f ms, p99 %.2f ms; waiting for the evaluator\n",
+		label, ph.PerSecond, ph.P50ms, ph.P99ms)
+	return ph, <-polled
 }
 
 // prepare creates the flow and the trails, then reads the last trail back: the read waits
@@ -223,15 +237,20 @@ func call(ctx context.Context, client *http.Client, method, url, secret string, 
 }
 
 // progress reads the evaluator's progress from the store: the attestation count (applied
-// messages of this load, since it sends nothing else) and the dirty trails (evaluation).
+// messages of this load, since it sends nothing else), or what count says when set, and the
+// dirty trails (evaluation).
 type progress struct {
 	st    store.Store
 	orgID string
 	base  int // attestations in the store before the measured load
 	ev    Evaluator
+	count func(context.Context) (int, error)
 }
 
 func (p *progress) total(ctx context.Context) (int, error) {
+	if p.count != nil {
+		return p.count(ctx)
+	}
 	_, n, err := p.st.ListAttestations(ctx, p.orgID, store.Page{Page: 1, PerPage: 1})
 	if err != nil {
 		return 0, fmt.Errorf("bench: count attestations: %w", err)

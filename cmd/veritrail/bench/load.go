@@ -29,14 +29,25 @@ type Phase struct {
 	MaxMs     float64 `json:"max_ms"`
 }
 
-// target is what the workers send: the same body to a path chosen round-robin.
+// target is what the workers send: the same body to a path chosen round-robin, or, when
+// perWorker is set, what it chooses for each worker.
 type target struct {
 	client      *http.Client
+	method      string // empty: POST
 	url         func(i int) string
 	token       string // empty: no Authorization header
 	contentType string
 	body        []byte
 	want        int
+	perWorker   workerLoad
+}
+
+// workerLoad gives each worker its own stream of requests (the snapshot phases: one
+// environment per worker, whose next body depends on what was accepted before) and hears of
+// every accepted one.
+type workerLoad interface {
+	next(w int) (url string, body []byte)
+	accepted(w int, sent, answered time.Time)
 }
 
 // newClient keeps one connection per worker alive, so the phases measure request handling
@@ -54,8 +65,19 @@ func newClient(concurrency int) *http.Client {
 	}
 }
 
-func (t *target) do(ctx context.Context, i int) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url(i), bytes.NewReader(t.body))
+func (t *target) do(ctx context.Context, w, i int) (int, error) {
+	method := t.method
+	if method == "" {
+		method = http.MethodPost
+	}
+	var url string
+	body := t.body
+	if t.perWorker != nil {
+		url, body = t.perWorker.next(w)
+	} else {
+		url = t.url(i)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -98,7 +120,7 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 			me.lat = make([]time.Duration, 0, 4096)
 			for i := w; ctx.Err() == nil && time.Now().Before(deadline); i += concurrency {
 				t0 := time.Now()
-				_, err := t.do(ctx, i)
+				_, err := t.do(ctx, w, i)
 				el := time.Since(t0)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -111,6 +133,9 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 					continue
 				}
 				me.lat = append(me.lat, el)
+				if t.perWorker != nil {
+					t.perWorker.accepted(w, t0, t0.Add(el))
+				}
 				if ok != nil {
 					ok.Add(1)
 				}

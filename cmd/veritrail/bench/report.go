@@ -61,15 +61,79 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(r.ProductLog) > 0 {
-		fmt.Fprintln(w, "\nproduct log during the measured ingest phase:")
-		for _, l := range r.ProductLog {
-			fmt.Fprintf(w, "  %6d x %s %s", l.Count, l.Level, l.Message)
-			if l.Example != "" {
-				fmt.Fprintf(w, " (first: %s)", l.Example)
-			}
-			fmt.Fprintln(w)
+	writeProductLog(w, r.ProductLog)
+	return nil
+}
+
+func writeProductLog(w io.Writer, logs []LogCount) {
+	if len(logs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nproduct log during the measured ingest phase:")
+	for _, l := range logs {
+		fmt.Fprintf(w, "  %6d x %s %s", l.Count, l.Level, l.Message)
+		if l.Example != "" {
+			fmt.Fprintf(w, " (first: %s)", l.Example)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// WriteTable prints the snapshot result for people.
+func (r *SnapshotResult) WriteTable(w io.Writer) error {
+	m, s := r.Machine, r.Settings
+	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s %s/%s\n", m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch)
+	fmt.Fprintf(w, "load:    %d clients, each reporting to its own K8S environment, %s per phase after %s of warm-up\n",
+		s.Concurrency, s.Duration, s.Warmup)
+	how := "alternating between two running sets (one deployment rolled): every report creates a snapshot"
+	if s.Mode == modeRepeat {
+		how = "repeating the last running set: no report creates a snapshot"
+	}
+	fmt.Fprintf(w, "reports: %d pods (%d running artifacts), %d-byte JSON bodies, %s\n\n", s.ReportItems, s.RunningArtifacts, s.BodyBytes, how)
+
+	const row = "%-31s %8s %8s %8s %8s %8s %8s %7s\n"
+	fmt.Fprintf(w, row, "phase", "ok/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "ok", "errors")
+	for _, p := range []struct {
+		name string
+		Phase
+	}{{"bare Huma JSON PUT (baseline)", r.Bare}, {"ingest snapshot reports, 201", r.Ingest}} {
+		fmt.Fprintf(w, row, p.name, fmt.Sprintf("%.0f", p.PerSecond), fmt.Sprintf("%.2f", p.P50ms), fmt.Sprintf("%.2f", p.P90ms),
+			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors))
+	}
+	for _, p := range []struct {
+		name string
+		Phase
+	}{{"baseline", r.Bare}, {"ingest", r.Ingest}} {
+		if p.FirstErr != "" {
+			fmt.Fprintf(w, "first %s error: %s\n", p.name, p.FirstErr)
 		}
 	}
+
+	ev := r.Evaluator
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "ingest / bare\t%.2f\n", r.Ratio)
+	fmt.Fprintf(tw, "evaluator apply rate\t%.0f reports/s during the load (%.2fx ingest)", ev.ApplyPerSecond, ev.VsIngest)
+	if ev.DrainPerSecond > 0 {
+		fmt.Fprintf(tw, ", %.0f/s alone after it (%.1f ms a report)", ev.DrainPerSecond, 1000/ev.DrainPerSecond)
+	}
+	fmt.Fprintf(tw, ", %.0f/s overall\n", ev.OverallPerSecond)
+	fmt.Fprintf(tw, "backlog\t%d at the stop (max %d) of %d accepted\n", ev.BacklogAtStop, ev.MaxBacklog, ev.Accepted)
+	if ev.Drained {
+		fmt.Fprintf(tw, "drain\tall applied %.1f s after the load stopped\n", ev.DrainSeconds)
+	} else {
+		fmt.Fprintf(tw, "drain\tNOT caught up %.1f s after the load stopped\n", ev.DrainSeconds)
+	}
+	fmt.Fprintf(tw, "visible after the 201\tp50 %.0f ms, p99 %.0f ms, max %.0f ms (store polled every %v)\n",
+		r.VisibleP50ms, r.VisibleP99ms, r.VisibleMaxms, pollEvery)
+	kept := "yes"
+	if !ev.KeptUp {
+		kept = "NO"
+	}
+	fmt.Fprintf(tw, "evaluator kept up\t%s (needs >= %.2fx the ingest rate during the load and a complete drain)\n", kept, keptUpShare)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	writeProductLog(w, r.ProductLog)
 	return nil
 }
