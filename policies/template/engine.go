@@ -2,8 +2,8 @@ package template
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -117,11 +117,12 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
 		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
 	}
-	v, err := Eval(ctx, pq, inputValue(in))
+	b := bind(in)
+	v, err := Eval(ctx, pq, b.input(in))
 	if err != nil {
 		return TrailCompliance{}, fmt.Errorf("flow template %s: evaluate: %w", t.key(), err)
 	}
-	out, err := decodeCompliance(v)
+	out, err := b.decode(v, t.Trail, in)
 	if err != nil {
 		return TrailCompliance{}, fmt.Errorf("flow template %s: result: %w", t.key(), err)
 	}
@@ -130,63 +131,81 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 
 // Keys of the input and result documents.
 var (
-	kID                  = ast.InternedTerm("id")
-	kName                = ast.InternedTerm("name")
-	kType                = ast.InternedTerm("type")
-	kIsCompliant         = ast.InternedTerm("is_compliant")
-	kOverriddenID        = ast.InternedTerm("overridden_id")
-	kCreatedAt           = ast.InternedTerm("created_at")
-	kArtifactFingerprint = ast.InternedTerm("artifact_fingerprint")
-	kTargetArtifact      = ast.InternedTerm("target_artifact")
-	kFingerprint         = ast.InternedTerm("fingerprint")
-	kTemplateName        = ast.InternedTerm("template_name")
-	kAttestations        = ast.InternedTerm("attestations")
-	kArtifacts           = ast.InternedTerm("artifacts")
-	kState               = ast.InternedTerm("state")
-	kStatus              = ast.InternedTerm("status")
-	kUnexpected          = ast.InternedTerm("unexpected")
+	kID                     = ast.InternedTerm("id")
+	kName                   = ast.InternedTerm("name")
+	kType                   = ast.InternedTerm("type")
+	kIsCompliant            = ast.InternedTerm("is_compliant")
+	kFingerprint            = ast.InternedTerm("fingerprint")
+	kTrail                  = ast.InternedTerm("trail")
+	kUnclaimed              = ast.InternedTerm("unclaimed")
+	kTypes                  = ast.InternedTerm("types")
+	kCompliance             = ast.InternedTerm("compliance")
+	kAttestations           = ast.InternedTerm("attestations")
+	kExpectedAttestations   = ast.InternedTerm("expected_attestations")
+	kUnexpectedAttestations = ast.InternedTerm("unexpected_attestations")
+	kArtifacts              = ast.InternedTerm("artifacts")
+	kState                  = ast.InternedTerm("state")
+	kStatus                 = ast.InternedTerm("status")
+	kUnexpected             = ast.InternedTerm("unexpected")
 )
 
-// inputValue builds the input document as an AST value, so OPA does not convert or parse it.
-func inputValue(in TrailInput) ast.Value {
-	atts := make([]*ast.Term, len(in.Attestations))
-	for i, a := range in.Attestations {
-		atts[i] = ast.ObjectTerm(
-			ast.Item(kID, ast.StringTerm(a.ID)),
-			ast.Item(kName, ast.StringTerm(a.Name)),
-			ast.Item(kType, ast.StringTerm(a.Type)),
-			ast.Item(kIsCompliant, ast.InternedTerm(a.IsCompliant)),
-			ast.Item(kOverriddenID, ast.StringTerm(a.OverriddenID)),
-			ast.Item(kCreatedAt, timeTerm(a.CreatedAt)),
-			ast.Item(kArtifactFingerprint, ast.StringTerm(a.ArtifactFingerprint)),
-			ast.Item(kTargetArtifact, ast.StringTerm(a.TargetArtifact)),
-		)
-	}
-	arts := make([]*ast.Term, len(in.Artifacts))
-	for i, a := range in.Artifacts {
-		arts[i] = ast.ObjectTerm(
-			ast.Item(kID, ast.StringTerm(a.ID)),
-			ast.Item(kFingerprint, ast.StringTerm(a.Fingerprint)),
-			ast.Item(kTemplateName, ast.StringTerm(a.TemplateName)),
-			ast.Item(kCreatedAt, timeTerm(a.CreatedAt)),
-		)
+// input builds the input document as an AST value, so OPA does not convert or parse it. For each level it gives
+// the type and the compliance of the latest attestation of each name there, which is all the policy judges them by.
+// Levels holding the same evidence share one term.
+func (b *binding) input(in TrailInput) ast.Value {
+	var (
+		trail     *ast.Term
+		arts      = make([][2]*ast.Term, 0, len(b.levels)-1)
+		unclaimed [][2]*ast.Term
+		shared    = map[string]*ast.Term{}
+		sig       []byte
+	)
+	for n := range b.levels {
+		l := &b.levels[n]
+		sig = sig[:0]
+		for _, x := range l.latest { // length-prefixed, so that different levels never look alike
+			a := &in.Attestations[x.attestation]
+			sig = append(binary.AppendUvarint(sig, uint64(len(x.name))), x.name...)
+			sig = append(binary.AppendUvarint(sig, uint64(len(a.Type))), a.Type...)
+			if a.IsCompliant {
+				sig = append(sig, 1)
+			} else {
+				sig = append(sig, 0)
+			}
+		}
+		v, ok := shared[string(sig)]
+		if !ok {
+			types := make([][2]*ast.Term, len(l.latest))
+			compliance := make([][2]*ast.Term, len(l.latest))
+			for i, x := range l.latest {
+				a := &in.Attestations[x.attestation]
+				k := ast.StringTerm(x.name)
+				types[i] = [2]*ast.Term{k, ast.StringTerm(a.Type)}
+				compliance[i] = [2]*ast.Term{k, ast.InternedTerm(a.IsCompliant)}
+			}
+			v = ast.ObjectTerm(ast.Item(kTypes, ast.ObjectTerm(types...)), ast.Item(kCompliance, ast.ObjectTerm(compliance...)))
+			shared[string(sig)] = v
+		}
+		switch {
+		case n == 0:
+			trail = v
+		case l.artifact >= 0:
+			arts = append(arts, ast.Item(ast.StringTerm(l.key), v))
+		default:
+			unclaimed = append(unclaimed, ast.Item(ast.StringTerm(l.key), v))
+		}
 	}
 	return ast.NewObject(
-		ast.Item(kAttestations, ast.ArrayTerm(atts...)),
-		ast.Item(kArtifacts, ast.ArrayTerm(arts...)),
+		ast.Item(kTrail, trail),
+		ast.Item(kArtifacts, ast.ObjectTerm(arts...)),
+		ast.Item(kUnclaimed, ast.ObjectTerm(unclaimed...)),
 	)
 }
 
-// timeTerm is a timestamp as a number; NaN and infinities (which JSON cannot hold) count as 0.
-func timeTerm(f float64) *ast.Term {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		f = 0
-	}
-	return ast.FloatNumberTerm(f)
-}
-
-// decodeCompliance reads the result object of the compiled module.
-func decodeCompliance(v ast.Value) (TrailCompliance, error) {
+// decode reads the result object of the compiled module. For each level the policy gives the status of every
+// attestation the template expects there, in template order, and the names of the unexpected ones; the fields
+// shown are copied from the template entry (MISSING) or from the latest attestation of that name bound there.
+func (b *binding) decode(v ast.Value, spec TrailSpec, in TrailInput) (TrailCompliance, error) {
 	obj, ok := v.(ast.Object)
 	if !ok {
 		return TrailCompliance{}, fmt.Errorf("want an object, got %v", ast.ValueName(v))
@@ -199,85 +218,119 @@ func decodeCompliance(v ast.Value) (TrailCompliance, error) {
 	if out.IsCompliant, err = getBool(obj, kIsCompliant); err != nil {
 		return out, err
 	}
-	if out.Attestations, err = decodeStatuses(obj.Get(kAttestations)); err != nil {
-		return out, err
+	trail, err := b.decodeEntry(obj.Get(kTrail), 0, spec.Attestations, in)
+	if err != nil {
+		return out, fmt.Errorf("trail: %w", err)
 	}
+	out.Attestations = trail.Attestations
 	arts, ok := termValue(obj.Get(kArtifacts)).(ast.Object)
 	if !ok {
 		return out, fmt.Errorf("artifacts: want an object")
 	}
 	out.Artifacts = make(map[string]ArtifactStatus, arts.Len())
 	err = arts.Iter(func(k, v *ast.Term) error {
-		name, ok := k.Value.(ast.String)
+		key, ok := k.Value.(ast.String)
 		if !ok {
 			return fmt.Errorf("artifacts: key %v is not a string", k)
 		}
-		a, ok := v.Value.(ast.Object)
+		n, ok := b.index[string(key)]
 		if !ok {
-			return fmt.Errorf("artifacts[%s]: want an object", name)
+			n = -1 // a slot with neither artifact nor evidence
 		}
-		var s ArtifactStatus
-		var err error
-		if s.ID, err = getString(a, kID); err != nil {
-			return err
+		var es []Expected
+		for _, a := range spec.Artifacts {
+			if a.Name == string(key) {
+				es = a.Attestations
+				break
+			}
 		}
-		if s.Fingerprint, err = getString(a, kFingerprint); err != nil {
-			return err
+		s, err := b.decodeEntry(v, n, es, in)
+		if err != nil {
+			return fmt.Errorf("artifacts[%s]: %w", key, err)
 		}
-		if s.Status, err = getString(a, kStatus); err != nil {
-			return err
-		}
-		if s.IsCompliant, err = getBool(a, kIsCompliant); err != nil {
-			return err
-		}
-		if s.Unexpected, err = getBool(a, kUnexpected); err != nil {
-			return err
-		}
-		if s.Attestations, err = decodeStatuses(a.Get(kAttestations)); err != nil {
-			return fmt.Errorf("artifacts[%s]: %w", name, err)
-		}
-		out.Artifacts[string(name)] = s
+		out.Artifacts[string(key)] = s
 		return nil
 	})
 	return out, err
 }
 
-func decodeStatuses(t *ast.Term) ([]AttestationStatus, error) {
-	arr, ok := termValue(t).(*ast.Array)
+// decodeEntry reads the entry of level n (-1 for none), where the template expects es.
+func (b *binding) decodeEntry(t *ast.Term, n int, es []Expected, in TrailInput) (ArtifactStatus, error) {
+	var s ArtifactStatus
+	o, ok := termValue(t).(ast.Object)
 	if !ok {
-		return nil, fmt.Errorf("attestations: want an array")
+		return s, fmt.Errorf("want an object")
 	}
-	out := make([]AttestationStatus, arr.Len())
-	for i := range arr.Len() {
-		o, ok := arr.Elem(i).Value.(ast.Object)
-		if !ok {
-			return nil, fmt.Errorf("attestations[%d]: want an object", i)
+	var err error
+	if s.Status, err = getString(o, kStatus); err != nil {
+		return s, err
+	}
+	if s.IsCompliant, err = getBool(o, kIsCompliant); err != nil {
+		return s, err
+	}
+	if s.Unexpected, err = getBool(o, kUnexpected); err != nil {
+		return s, err
+	}
+	expected, ok := termValue(o.Get(kExpectedAttestations)).(*ast.Array)
+	if !ok || expected.Len() != len(es) || s.Unexpected && len(es) > 0 {
+		return s, fmt.Errorf("%v: want the status of each of the %d expected here", kExpectedAttestations, len(es))
+	}
+	unexpected, ok := termValue(o.Get(kUnexpectedAttestations)).(*ast.Array)
+	if !ok {
+		return s, fmt.Errorf("%v: want an array", kUnexpectedAttestations)
+	}
+	if n >= 0 && s.Status != StatusMissing { // the artifact in the slot, or the fingerprint the entry was made for
+		l := &b.levels[n]
+		if l.artifact >= 0 {
+			s.ID = in.Artifacts[l.artifact].ID
 		}
-		s := &out[i]
-		for _, f := range []struct {
-			key *ast.Term
-			dst *string
-		}{{kName, &s.Name}, {kType, &s.Type}, {kID, &s.ID}, {kOverriddenID, &s.OverriddenID}, {kStatus, &s.Status}} {
-			v, err := getString(o, f.key)
-			if err != nil {
-				return nil, fmt.Errorf("attestations[%d]: %w", i, err)
-			}
-			*f.dst = v
-		}
-		var err error
-		if s.Unexpected, err = getBool(o, kUnexpected); err != nil {
-			return nil, fmt.Errorf("attestations[%d]: %w", i, err)
-		}
-		switch c := termValue(o.Get(kIsCompliant)).(type) {
-		case ast.Null:
-		case ast.Boolean:
-			b := bool(c)
-			s.IsCompliant = &b
+		s.Fingerprint = l.fingerprint
+	}
+	s.Attestations = make([]AttestationStatus, 0, len(es)+unexpected.Len())
+	for i, e := range es {
+		st, ok := expected.Elem(i).Value.(ast.String)
+		switch {
+		case ok && string(st) == StatusMissing:
+			s.Attestations = append(s.Attestations, AttestationStatus{Name: e.Name, Type: e.Type, Status: StatusMissing})
+			continue
+		case ok && string(st) == StatusComplete:
 		default:
-			return nil, fmt.Errorf("attestations[%d]: is_compliant: want a boolean or null", i)
+			return s, fmt.Errorf("%v[%d]: want %s or %s", kExpectedAttestations, i, StatusComplete, StatusMissing)
 		}
+		a, err := b.reported(n, e.Name, in)
+		if err != nil {
+			return s, err
+		}
+		s.Attestations = append(s.Attestations, a)
 	}
-	return out, nil
+	for i := range unexpected.Len() {
+		name, ok := unexpected.Elem(i).Value.(ast.String)
+		if !ok {
+			return s, fmt.Errorf("%v[%d]: want a name", kUnexpectedAttestations, i)
+		}
+		a, err := b.reported(n, string(name), in)
+		if err != nil {
+			return s, err
+		}
+		a.Unexpected = true
+		s.Attestations = append(s.Attestations, a)
+	}
+	return s, nil
+}
+
+// reported is the COMPLETE status of the latest attestation named name bound to level n.
+func (b *binding) reported(n int, name string, in TrailInput) (AttestationStatus, error) {
+	i, ok := -1, false
+	if n >= 0 {
+		i, ok = b.attestation(n, name)
+	}
+	if !ok {
+		return AttestationStatus{}, fmt.Errorf("no attestation %q here", name)
+	}
+	a := &in.Attestations[i]
+	c := a.IsCompliant
+	return AttestationStatus{Name: a.Name, Type: a.Type, ID: a.ID, OverriddenID: a.OverriddenID, Status: StatusComplete,
+		IsCompliant: &c}, nil
 }
 
 func termValue(t *ast.Term) ast.Value {
