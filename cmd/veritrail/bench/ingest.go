@@ -72,26 +72,51 @@ type Sample struct {
 	Applied  int     `json:"applied"`
 }
 
+// product is the embedded Veritrail one bench phase measures.
+type product struct {
+	r      *app.Running
+	dir    string
+	logs   *logCounter
+	secret string
+	base   string
+	client *http.Client
+}
+
+// startProduct starts Veritrail in this process on a temporary data directory, with a
+// bootstrap organization and key, and a client with one connection per bench client.
+func startProduct(ctx context.Context, cfg Config) (*product, error) {
+	dir, err := os.MkdirTemp("", "veritrail-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: data dir: %w", err)
+	}
+	pr := &product{dir: dir, logs: newLogCounter(), secret: app.NewSecret()}
+	pr.r, err = app.StartEmbedded(ctx, app.Config{Addr: "127.0.0.1:0", DataDir: dir, BootstrapOrg: benchOrg,
+		BootstrapToken: pr.secret, Log: pr.logs.logger()})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("bench: start embedded: %w", err)
+	}
+	pr.base = "http://" + pr.r.Addr
+	pr.client = newClient(cfg.Concurrency)
+	return pr, nil
+}
+
+func (pr *product) close() {
+	pr.client.CloseIdleConnections()
+	pr.r.Close()
+	os.RemoveAll(pr.dir)
+}
+
 // runIngest starts the embedded product on a temporary data directory, prepares a flow and
 // its trails, warms up until the evaluator is idle again, then measures the load and the
 // evaluator's drain.
 func runIngest(ctx context.Context, cfg Config, body []byte, contentType string, res *Result) error {
-	dir, err := os.MkdirTemp("", "veritrail-bench-")
+	pr, err := startProduct(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("bench: data dir: %w", err)
+		return err
 	}
-	defer os.RemoveAll(dir)
-	logs := newLogCounter()
-	secret := app.NewSecret()
-	r, err := app.StartEmbedded(ctx, app.Config{Addr: "127.0.0.1:0", DataDir: dir, BootstrapOrg: benchOrg,
-		BootstrapToken: secret, Log: logs.logger()})
-	if err != nil {
-		return fmt.Errorf("bench: start embedded: %w", err)
-	}
-	defer r.Close()
-	base := "http://" + r.Addr
-	client := newClient(cfg.Concurrency)
-	defer client.CloseIdleConnections()
+	defer pr.close()
+	r, dir, logs, secret, base, client := pr.r, pr.dir, pr.logs, pr.secret, pr.base, pr.client
 	fmt.Fprintf(cfg.Progress, "bench: phase 2: embedded Veritrail on %s (data in %s), %d trails\n", r.Addr, dir, cfg.Trails)
 	if err := prepare(ctx, client, base, secret, cfg.Trails); err != nil {
 		return err

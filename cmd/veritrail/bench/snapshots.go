@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest"
 )
@@ -169,22 +167,12 @@ func runBareSnapshots(ctx context.Context, cfg Config, sets [2][]byte) (Phase, e
 // runIngestSnapshots starts the embedded product, creates one K8S environment per client,
 // warms up until the evaluator is idle again, then measures the reports and the evaluator.
 func runIngestSnapshots(ctx context.Context, cfg Config, sets [2][]byte, res *SnapshotResult) error {
-	dir, err := os.MkdirTemp("", "veritrail-bench-")
+	pr, err := startProduct(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("bench: data dir: %w", err)
+		return err
 	}
-	defer os.RemoveAll(dir)
-	logs := newLogCounter()
-	secret := app.NewSecret()
-	r, err := app.StartEmbedded(ctx, app.Config{Addr: "127.0.0.1:0", DataDir: dir, BootstrapOrg: benchOrg,
-		BootstrapToken: secret, Log: logs.logger()})
-	if err != nil {
-		return fmt.Errorf("bench: start embedded: %w", err)
-	}
-	defer r.Close()
-	base := "http://" + r.Addr
-	client := newClient(cfg.Concurrency)
-	defer client.CloseIdleConnections()
+	defer pr.close()
+	r, dir, logs, secret, base, client := pr.r, pr.dir, pr.logs, pr.secret, pr.base, pr.client
 	fmt.Fprintf(cfg.Progress, "bench: phase 2: embedded Veritrail on %s (data in %s), %d K8S environments\n", r.Addr, dir, cfg.Concurrency)
 	if err := prepareEnvironments(ctx, client, base, secret, cfg.Concurrency); err != nil {
 		return err
