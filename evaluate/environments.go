@@ -205,12 +205,8 @@ func recordRunningSet(ctx context.Context, tx store.Tx, e *contract.Envelope, en
 		return false, err
 	}
 	annotated, exited, changed := snapshot.Diff(prev, next, env.IncludeScaling)
-	if !changed && index > 1 {
+	if !changed && index > 1 { // the first report is snapshot 1 even when nothing runs
 		return false, tx.UpdateEnvironment(ctx, *env)
-	}
-	if len(annotated) == 0 && len(exited) == 0 && index == 1 && len(next) == 0 && !changed {
-		// A first report of an empty environment is still its first snapshot.
-		changed = true
 	}
 	fps := make([]string, 0, len(annotated)+len(exited))
 	for _, a := range annotated {
