@@ -19,7 +19,10 @@
 //
 // # Compliance rules
 //
-// The rules run in Rego (template.rego.tmpl); Go only builds the input document and reads the result back.
+// Go (bind.go) applies the part that is the same for every template: rule 1 (binding), and the choice of "the
+// latest" in rule 2 (per name at each level) and rule 4 (per slot). The policy the template compiles to
+// (template.rego.tmpl) decides everything that depends on the template: type matching, COMPLETE or MISSING,
+// unexpected attestations and artifacts, MISSING slots, artifact statuses, the trail state and the order of entries.
 //
 //  1. Binding. An artifact-level attestation belongs to an artifact slot when its ArtifactFingerprint equals the
 //     fingerprint of the artifact in that slot, or else (fingerprint empty, or naming no reported artifact yet)

@@ -114,11 +114,12 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	// the caller's context bounds).
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
+	b := bind(in)
+	input := b.input(in)
 	if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
 		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
 	}
-	b := bind(in)
-	v, err := Eval(ctx, pq, b.input(in))
+	v, err := Eval(ctx, pq, input)
 	if err != nil {
 		return TrailCompliance{}, fmt.Errorf("flow template %s: evaluate: %w", t.key(), err)
 	}
@@ -131,47 +132,37 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 
 // Keys of the input and result documents.
 var (
-	kID                     = ast.InternedTerm("id")
-	kName                   = ast.InternedTerm("name")
-	kType                   = ast.InternedTerm("type")
-	kIsCompliant            = ast.InternedTerm("is_compliant")
-	kFingerprint            = ast.InternedTerm("fingerprint")
 	kTrail                  = ast.InternedTerm("trail")
+	kArtifacts              = ast.InternedTerm("artifacts")
 	kUnclaimed              = ast.InternedTerm("unclaimed")
 	kTypes                  = ast.InternedTerm("types")
 	kCompliance             = ast.InternedTerm("compliance")
-	kAttestations           = ast.InternedTerm("attestations")
-	kExpectedAttestations   = ast.InternedTerm("expected_attestations")
-	kUnexpectedAttestations = ast.InternedTerm("unexpected_attestations")
-	kArtifacts              = ast.InternedTerm("artifacts")
 	kState                  = ast.InternedTerm("state")
 	kStatus                 = ast.InternedTerm("status")
+	kIsCompliant            = ast.InternedTerm("is_compliant")
 	kUnexpected             = ast.InternedTerm("unexpected")
+	kExpectedAttestations   = ast.InternedTerm("expected_attestations")
+	kUnexpectedAttestations = ast.InternedTerm("unexpected_attestations")
 )
 
-// input builds the input document as an AST value, so OPA does not convert or parse it. For each level it gives
-// the type and the compliance of the latest attestation of each name there, which is all the policy judges them by.
-// Levels holding the same evidence share one term.
+// input builds the input document (described in template.rego.tmpl) as an AST value, so OPA does not convert or
+// parse it. Levels holding the same evidence share one term.
 func (b *binding) input(in TrailInput) ast.Value {
 	var (
 		trail     *ast.Term
 		arts      = make([][2]*ast.Term, 0, len(b.levels)-1)
 		unclaimed [][2]*ast.Term
-		shared    = map[string]*ast.Term{}
+		shared    = make(map[string]*ast.Term, len(b.levels))
 		sig       []byte
 	)
 	for n := range b.levels {
 		l := &b.levels[n]
 		sig = sig[:0]
-		for _, x := range l.latest { // length-prefixed, so that different levels never look alike
+		for _, x := range l.latest { // length-prefixed: levels with different evidence never look alike
 			a := &in.Attestations[x.attestation]
 			sig = append(binary.AppendUvarint(sig, uint64(len(x.name))), x.name...)
 			sig = append(binary.AppendUvarint(sig, uint64(len(a.Type))), a.Type...)
-			if a.IsCompliant {
-				sig = append(sig, 1)
-			} else {
-				sig = append(sig, 0)
-			}
+			sig = append(sig, boolByte(a.IsCompliant))
 		}
 		v, ok := shared[string(sig)]
 		if !ok {
@@ -202,9 +193,17 @@ func (b *binding) input(in TrailInput) ast.Value {
 	)
 }
 
-// decode reads the result object of the compiled module. For each level the policy gives the status of every
-// attestation the template expects there, in template order, and the names of the unexpected ones; the fields
-// shown are copied from the template entry (MISSING) or from the latest attestation of that name bound there.
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// decode reads the result of the compiled module. For each entry the policy gives the status of every attestation
+// the template expects there, in template order, and the names of the unexpected ones. The fields shown are copied
+// from the template (for a MISSING one) or from the latest attestation with that name at that level, and an
+// artifact entry shows the artifact in its slot, or the fingerprint it was made for.
 func (b *binding) decode(v ast.Value, spec TrailSpec, in TrailInput) (TrailCompliance, error) {
 	obj, ok := v.(ast.Object)
 	if !ok {
@@ -227,6 +226,21 @@ func (b *binding) decode(v ast.Value, spec TrailSpec, in TrailInput) (TrailCompl
 	if !ok {
 		return out, fmt.Errorf("artifacts: want an object")
 	}
+	expected := func(name string) []Expected {
+		for _, a := range spec.Artifacts {
+			if a.Name == name {
+				return a.Attestations
+			}
+		}
+		return nil
+	}
+	if len(spec.Artifacts) > 8 {
+		byName := make(map[string][]Expected, len(spec.Artifacts))
+		for _, a := range spec.Artifacts {
+			byName[a.Name] = a.Attestations
+		}
+		expected = func(name string) []Expected { return byName[name] }
+	}
 	out.Artifacts = make(map[string]ArtifactStatus, arts.Len())
 	err = arts.Iter(func(k, v *ast.Term) error {
 		key, ok := k.Value.(ast.String)
@@ -235,16 +249,9 @@ func (b *binding) decode(v ast.Value, spec TrailSpec, in TrailInput) (TrailCompl
 		}
 		n, ok := b.index[string(key)]
 		if !ok {
-			n = -1 // a slot with neither artifact nor evidence
+			n = -1 // a slot without artifact or evidence
 		}
-		var es []Expected
-		for _, a := range spec.Artifacts {
-			if a.Name == string(key) {
-				es = a.Attestations
-				break
-			}
-		}
-		s, err := b.decodeEntry(v, n, es, in)
+		s, err := b.decodeEntry(v, n, expected(string(key)), in)
 		if err != nil {
 			return fmt.Errorf("artifacts[%s]: %w", key, err)
 		}
@@ -254,7 +261,7 @@ func (b *binding) decode(v ast.Value, spec TrailSpec, in TrailInput) (TrailCompl
 	return out, err
 }
 
-// decodeEntry reads the entry of level n (-1 for none), where the template expects es.
+// decodeEntry reads the entry of level n (-1: none), where the template expects es.
 func (b *binding) decodeEntry(t *ast.Term, n int, es []Expected, in TrailInput) (ArtifactStatus, error) {
 	var s ArtifactStatus
 	o, ok := termValue(t).(ast.Object)
@@ -271,66 +278,65 @@ func (b *binding) decodeEntry(t *ast.Term, n int, es []Expected, in TrailInput) 
 	if s.Unexpected, err = getBool(o, kUnexpected); err != nil {
 		return s, err
 	}
+	if s.Unexpected {
+		es = nil
+	}
 	expected, ok := termValue(o.Get(kExpectedAttestations)).(*ast.Array)
-	if !ok || expected.Len() != len(es) || s.Unexpected && len(es) > 0 {
-		return s, fmt.Errorf("%v: want the status of each of the %d expected here", kExpectedAttestations, len(es))
+	if !ok || expected.Len() != len(es) {
+		return s, fmt.Errorf("%v: want the status of each of the %d attestations expected here", kExpectedAttestations, len(es))
 	}
 	unexpected, ok := termValue(o.Get(kUnexpectedAttestations)).(*ast.Array)
 	if !ok {
 		return s, fmt.Errorf("%v: want an array", kUnexpectedAttestations)
 	}
-	if n >= 0 && s.Status != StatusMissing { // the artifact in the slot, or the fingerprint the entry was made for
+	if n >= 0 && s.Status != StatusMissing {
 		l := &b.levels[n]
 		if l.artifact >= 0 {
 			s.ID = in.Artifacts[l.artifact].ID
 		}
 		s.Fingerprint = l.fingerprint
 	}
-	s.Attestations = make([]AttestationStatus, 0, len(es)+unexpected.Len())
+	s.Attestations = make([]AttestationStatus, len(es)+unexpected.Len())
+	compliance := make([]bool, len(s.Attestations)) // one allocation for every IsCompliant of the entry
 	for i, e := range es {
-		st, ok := expected.Elem(i).Value.(ast.String)
-		switch {
-		case ok && string(st) == StatusMissing:
-			s.Attestations = append(s.Attestations, AttestationStatus{Name: e.Name, Type: e.Type, Status: StatusMissing})
-			continue
-		case ok && string(st) == StatusComplete:
+		switch st, _ := expected.Elem(i).Value.(ast.String); st {
+		case StatusMissing:
+			s.Attestations[i] = AttestationStatus{Name: e.Name, Type: e.Type, Status: StatusMissing}
+		case StatusComplete:
+			if err := b.complete(&s.Attestations[i], &compliance[i], n, e.Name, in); err != nil {
+				return s, err
+			}
 		default:
 			return s, fmt.Errorf("%v[%d]: want %s or %s", kExpectedAttestations, i, StatusComplete, StatusMissing)
 		}
-		a, err := b.reported(n, e.Name, in)
-		if err != nil {
-			return s, err
-		}
-		s.Attestations = append(s.Attestations, a)
 	}
-	for i := range unexpected.Len() {
-		name, ok := unexpected.Elem(i).Value.(ast.String)
+	for j := range unexpected.Len() {
+		name, ok := unexpected.Elem(j).Value.(ast.String)
 		if !ok {
-			return s, fmt.Errorf("%v[%d]: want a name", kUnexpectedAttestations, i)
+			return s, fmt.Errorf("%v[%d]: want a name", kUnexpectedAttestations, j)
 		}
-		a, err := b.reported(n, string(name), in)
-		if err != nil {
+		i := len(es) + j
+		if err := b.complete(&s.Attestations[i], &compliance[i], n, string(name), in); err != nil {
 			return s, err
 		}
-		a.Unexpected = true
-		s.Attestations = append(s.Attestations, a)
+		s.Attestations[i].Unexpected = true
 	}
 	return s, nil
 }
 
-// reported is the COMPLETE status of the latest attestation named name bound to level n.
-func (b *binding) reported(n int, name string, in TrailInput) (AttestationStatus, error) {
+// complete sets s to the COMPLETE status of the latest attestation named name at level n; c holds its compliance.
+func (b *binding) complete(s *AttestationStatus, c *bool, n int, name string, in TrailInput) error {
 	i, ok := -1, false
 	if n >= 0 {
 		i, ok = b.attestation(n, name)
 	}
 	if !ok {
-		return AttestationStatus{}, fmt.Errorf("no attestation %q here", name)
+		return fmt.Errorf("no attestation %q here", name)
 	}
 	a := &in.Attestations[i]
-	c := a.IsCompliant
-	return AttestationStatus{Name: a.Name, Type: a.Type, ID: a.ID, OverriddenID: a.OverriddenID, Status: StatusComplete,
-		IsCompliant: &c}, nil
+	*c = a.IsCompliant
+	*s = AttestationStatus{Name: a.Name, Type: a.Type, ID: a.ID, OverriddenID: a.OverriddenID, Status: StatusComplete, IsCompliant: c}
+	return nil
 }
 
 func termValue(t *ast.Term) ast.Value {

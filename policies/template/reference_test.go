@@ -58,9 +58,9 @@ func TestEvaluateMatchesReferencePolicy(t *testing.T) {
 	for range 20 {
 		templates = append(templates, randomTemplate(t, rng))
 	}
-	runs := 3000
+	runs := 1000
 	if testing.Short() {
-		runs = 300
+		runs = 100
 	}
 	for i := range runs {
 		tpl := templates[i%len(templates)]

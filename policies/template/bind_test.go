@@ -1,0 +1,55 @@
+package template
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// Levels holding the same evidence share one input term; evidence that only a careless encoding would confuse
+// ("a" of type "custom:b\x00c", "a\x00custom:b" of type "c") must not.
+func TestEvaluateKeepsLevelsApart(t *testing.T) {
+	in := TrailInput{
+		Attestations: []Attestation{
+			artAtt("1", "a", "custom:b\x00c", true, 1, fpCli, "x"),
+			artAtt("2", "a\x00custom:b", "c", true, 1, fpDocs, "y"),
+			artAtt("3", "a", "custom:b\x00c", true, 1, fpOther, "z"), // the same evidence as x
+		},
+		Artifacts: []Artifact{artifact("ax", fpCli, "x", 0), artifact("ay", fpDocs, "y", 0), artifact("az", fpOther, "z", 0)},
+	}
+	got, err := NewEngine(EngineOptions{}).Evaluate(context.Background(), nil, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := verdict(StateCompliant, nil, map[string]ArtifactStatus{
+		"x": unexpectedArt("ax", fpCli, StateCompliant, unexpected("a", "custom:b\x00c", "1", true)),
+		"y": unexpectedArt("ay", fpDocs, StateCompliant, unexpected("a\x00custom:b", "c", "2", true)),
+		"z": unexpectedArt("az", fpOther, StateCompliant, unexpected("a", "custom:b\x00c", "3", true)),
+	})
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", dumpJSON(got), dumpJSON(want))
+	}
+	arts := bind(in).input(in).(ast.Object).Get(kArtifacts).Value.(ast.Object)
+	x, y, z := arts.Get(ast.StringTerm("x")), arts.Get(ast.StringTerm("y")), arts.Get(ast.StringTerm("z"))
+	if x != z || x == y {
+		t.Errorf("x %v, y %v, z %v: want x and z, and only them, to share one term", x, y, z)
+	}
+}
+
+// Re-attestations collapse to the latest per name before evaluation, whatever their number.
+func TestBindKeepsLatestPerName(t *testing.T) {
+	var in TrailInput
+	for i := range 100 {
+		in.Attestations = append(in.Attestations, trailAtt(string(rune('a'+i%26))+"x", "lint", "generic", i == 42, float64(i%50)))
+	}
+	b := bind(in)
+	if len(b.levels) != 1 || len(b.levels[0].latest) != 1 {
+		t.Fatalf("levels = %+v", b.levels)
+	}
+	// CreatedAt 49 is reported at 49 and 99: the later report wins.
+	if i, ok := b.attestation(0, "lint"); !ok || i != 99 {
+		t.Errorf("latest lint = %d, %v; want 99", i, ok)
+	}
+}
