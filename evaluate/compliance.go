@@ -11,18 +11,17 @@ import (
 // trailInput builds the engine's input from stored evidence, folding each override into the
 // attestation it replaces: the override takes the original's place (and its report time, so
 // a later re-attestation of the same name still wins).
-func trailInput(atts []store.Attestation, arts []store.Artifact) template.TrailInput {
-	overridden := map[string]store.Attestation{}
+func trailInput(atts []store.AttestationFact, arts []store.Artifact) template.TrailInput {
+	overridden := map[string]store.AttestationFact{}
 	for _, a := range atts {
 		if a.OverridesID != "" {
 			overridden[a.OverridesID] = a
 		}
 	}
-	byID := make(map[string]store.Attestation, len(atts))
-	for _, a := range atts {
-		byID[a.ID] = a
+	in := template.TrailInput{
+		Attestations: make([]template.Attestation, 0, len(atts)-len(overridden)),
+		Artifacts:    make([]template.Artifact, 0, len(arts)),
 	}
-	in := template.TrailInput{}
 	for _, a := range atts {
 		if a.OverridesID != "" {
 			continue

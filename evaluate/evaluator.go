@@ -213,7 +213,7 @@ func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
 	if err != nil {
 		return err
 	}
-	atts, err := r.TrailAttestations(ctx, trailID)
+	atts, err := r.TrailAttestationFacts(ctx, trailID)
 	if err != nil {
 		return err
 	}

@@ -130,6 +130,27 @@ type Attestation struct {
 	CreatedAt           float64
 }
 
+// AttestationFact is what compliance is computed from: an attestation without its evidence and
+// data. Evaluation reads these for every attestation of a trail on each evaluation, so they are
+// kept small.
+type AttestationFact struct {
+	ID                  string
+	Name                string
+	Type                string
+	IsCompliant         bool
+	ArtifactFingerprint string
+	TargetArtifact      string
+	OverridesID         string
+	CreatedAt           float64
+}
+
+// Fact is the attestation's AttestationFact.
+func (a Attestation) Fact() AttestationFact {
+	return AttestationFact{ID: a.ID, Name: a.Name, Type: a.Type, IsCompliant: a.IsCompliant,
+		ArtifactFingerprint: a.ArtifactFingerprint, TargetArtifact: a.TargetArtifact, OverridesID: a.OverridesID,
+		CreatedAt: a.CreatedAt}
+}
+
 // TrailEvent is an entry of a trail's history; Doc is its JSON form.
 type TrailEvent struct {
 	TrailID string
@@ -206,6 +227,8 @@ type Reader interface {
 	ListArtifacts(ctx context.Context, orgID string, f ArtifactFilter) ([]Artifact, int, error)
 
 	TrailAttestations(ctx context.Context, trailID string) ([]Attestation, error)
+	// TrailAttestationFacts is TrailAttestations without evidence and data, in the same order.
+	TrailAttestationFacts(ctx context.Context, trailID string) ([]AttestationFact, error)
 	AttestationByID(ctx context.Context, orgID, id string) (Attestation, error)
 	ListAttestations(ctx context.Context, orgID string, p Page) ([]Attestation, int, error)
 

@@ -434,6 +434,27 @@ func (r reads) TrailAttestations(ctx context.Context, trailID string) ([]store.A
 	return r.attestations(ctx, "trail attestations", `SELECT `+attestationCols+` FROM attestations WHERE trail_id = ? ORDER BY seq`, trailID)
 }
 
+func (r reads) TrailAttestationFacts(ctx context.Context, trailID string) ([]store.AttestationFact, error) {
+	rows, err := r.rows(ctx, `SELECT id, name, type, is_compliant, artifact_fingerprint, target_artifact, overrides_id, created_at
+		FROM attestations WHERE trail_id = ? ORDER BY seq`, trailID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: trail attestation facts: %w", err)
+	}
+	defer rows.Close()
+	var out []store.AttestationFact
+	for rows.Next() {
+		var a store.AttestationFact
+		var compliant int
+		if err := rows.Scan(&a.ID, &a.Name, &a.Type, &compliant, &a.ArtifactFingerprint, &a.TargetArtifact,
+			&a.OverridesID, &a.CreatedAt); err != nil {
+			return nil, fmt.Errorf("sqlstore: trail attestation facts: %w", err)
+		}
+		a.IsCompliant = compliant != 0
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 func (r reads) AttestationByID(ctx context.Context, orgID, id string) (store.Attestation, error) {
 	a, err := scanAttestation(r.row(ctx, `SELECT `+attestationCols+` FROM attestations WHERE org_id = ? AND id = ?`, orgID, id))
 	if err != nil {

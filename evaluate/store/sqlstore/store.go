@@ -174,6 +174,9 @@ func (s *Store) ListArtifacts(ctx context.Context, orgID string, f store.Artifac
 func (s *Store) TrailAttestations(ctx context.Context, trailID string) ([]store.Attestation, error) {
 	return s.reader().TrailAttestations(ctx, trailID)
 }
+func (s *Store) TrailAttestationFacts(ctx context.Context, trailID string) ([]store.AttestationFact, error) {
+	return s.reader().TrailAttestationFacts(ctx, trailID)
+}
 func (s *Store) AttestationByID(ctx context.Context, orgID, id string) (store.Attestation, error) {
 	return s.reader().AttestationByID(ctx, orgID, id)
 }

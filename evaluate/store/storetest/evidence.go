@@ -241,6 +241,19 @@ func testAttestations(t *testing.T, e *env) {
 	if got, err := e.s.TrailAttestations(e.ctx, "nope"); err != nil || len(got) != 0 {
 		t.Errorf("TrailAttestations(unknown) = %v, %v; want none", got, err)
 	}
+	facts, err := e.s.TrailAttestationFacts(e.ctx, tr.ID)
+	must(t, "TrailAttestationFacts", err)
+	if len(facts) != len(got) {
+		t.Errorf("TrailAttestationFacts: %d, want %d (as TrailAttestations)", len(facts), len(got))
+	}
+	for i := range min(len(facts), len(got)) {
+		if want := got[i].Fact(); facts[i] != want {
+			t.Errorf("TrailAttestationFacts[%d] = %+v, want %+v", i, facts[i], want)
+		}
+	}
+	if got, err := e.s.TrailAttestationFacts(e.ctx, "nope"); err != nil || len(got) != 0 {
+		t.Errorf("TrailAttestationFacts(unknown) = %v, %v; want none", got, err)
+	}
 
 	a, err := e.s.AttestationByID(e.ctx, "org-a", "at-1")
 	must(t, "AttestationByID", err)
