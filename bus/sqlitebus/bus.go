@@ -100,6 +100,7 @@ func (b *Bus) Subscriber(consumerGroup string) (*Subscriber, error) {
 		PollInterval:    b.cfg.PollInterval,
 		NackResendSleep: b.cfg.NackResendSleep,
 		LeaseDuration:   b.cfg.LeaseDuration,
+		MaxInFlight:     b.cfg.MaxInFlight,
 		Hub:             b.hub,
 	}, b.logger)
 	if err != nil {

@@ -36,11 +36,12 @@ type Config struct {
 	// lock before failing with SQLITE_BUSY (OpenWith; default 5s).
 	BusyTimeout time.Duration
 
-	// PollInterval, NackResendSleep and LeaseDuration are passed to the
-	// subscribers the Bus creates; see SubscriberConfig.
+	// PollInterval, NackResendSleep, LeaseDuration and MaxInFlight are
+	// passed to the subscribers the Bus creates; see SubscriberConfig.
 	PollInterval    time.Duration
 	NackResendSleep time.Duration
 	LeaseDuration   time.Duration
+	MaxInFlight     int
 
 	// Retention is the minimum age of a message before Compact may delete it
 	// (default 7 days).
@@ -99,6 +100,15 @@ type SubscriberConfig struct {
 	// Ack, so it limits the takeover delay after a crash, not processing time
 	// (default 15s).
 	LeaseDuration time.Duration
+	// MaxInFlight is how many messages of a consumer group a subscription
+	// delivers before the first of them is acked (default 1, at most
+	// MaxWindow): it claims that many and claims the next ones when all are
+	// acked. Above 1, the consumer must read the channel from one
+	// goroutine and ack in order, as a batching consumer does: the group's
+	// offset advances over the acked prefix, and a nack delivers the nacked
+	// message and every one after it again. Independent subscribers always
+	// deliver one at a time.
+	MaxInFlight int
 	// Hub: see PublisherConfig.Hub.
 	Hub *Hub
 }
@@ -115,6 +125,7 @@ func (c SubscriberConfig) withDefaults() SubscriberConfig {
 	if c.LeaseDuration <= 0 {
 		c.LeaseDuration = DefaultLeaseDuration
 	}
+	c.MaxInFlight = min(max(c.MaxInFlight, 1), MaxWindow)
 	if c.Hub == nil {
 		c.Hub = NewHub()
 	}

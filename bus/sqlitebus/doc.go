@@ -13,10 +13,11 @@
 //   - With a consumer group, the acknowledged offset is stored per
 //     (consumer group, topic). A subscriber restarted with the same group
 //     resumes after the last acked message (at-least-once). All subscribers of
-//     a group share one stream per topic: one message is in flight at a time,
-//     claimed with a lease row in the database, so two subscribers of a group
-//     never process the same message while both are healthy, and the order is
-//     kept across them.
+//     a group share one stream per topic: one message is in flight at a time
+//     (or a window of MaxInFlight, for a consumer that handles them in
+//     batches), claimed with a lease row in the database, so two subscribers
+//     of a group never process the same message while both are healthy, and
+//     the order is kept across them.
 //   - With an empty consumer group, a subscriber is an independent consumer:
 //     every Subscribe call reads the topic from the oldest retained message,
 //     keeps its position only in memory and writes nothing to the database.

@@ -16,8 +16,9 @@ import (
 // subscribers, multiplied subscribers) and expects all those instances to
 // share state, so the Bus is keyed by the test.
 type suiteBuses struct {
-	mu    sync.Mutex
-	buses map[*testing.T]*Bus
+	mu          sync.Mutex
+	buses       map[*testing.T]*Bus
+	maxInFlight int
 }
 
 func (s *suiteBuses) get(t *testing.T) *Bus {
@@ -26,7 +27,8 @@ func (s *suiteBuses) get(t *testing.T) *Bus {
 	if b, ok := s.buses[t]; ok {
 		return b
 	}
-	b := newTestBus(t, filepath.Join(t.TempDir(), "bus.db"))
+	b := newTestBusWith(t, filepath.Join(t.TempDir(), "bus.db"),
+		Config{NackResendSleep: time.Millisecond, CompactInterval: -1, MaxInFlight: s.maxInFlight})
 	s.buses[t] = b
 	return b
 }
@@ -113,4 +115,43 @@ func TestPubSubConsumerGroup(t *testing.T) {
 		func(t *testing.T) (message.Publisher, message.Subscriber) { return s.pubSub(t, "default") },
 		s.pubSub,
 	)
+}
+
+// TestPubSubConsumerGroupWindow runs the universal tests on a consumer group
+// with a window of messages in flight, as the evaluator consumes. TestNoAck is
+// left out: it checks that nothing more arrives before an ack, which is what
+// a window gives up on purpose (TestWindow covers the window's own contract).
+func TestPubSubConsumerGroupWindow(t *testing.T) {
+	s := &suiteBuses{buses: make(map[*testing.T]*Bus), maxInFlight: 8}
+	features := tests.Features{
+		ConsumerGroups:      true,
+		GuaranteedOrder:     true,
+		Persistent:          true,
+		ExactlyOnceDelivery: false,
+	}
+	group := func(t *testing.T) (message.Publisher, message.Subscriber) { return s.pubSub(t, "default") }
+	for name, test := range map[string]func(*testing.T, tests.TestContext, tests.PubSubConstructor){
+		"TestPublishSubscribe":                  tests.TestPublishSubscribe,
+		"TestConcurrentSubscribe":               tests.TestConcurrentSubscribe,
+		"TestConcurrentSubscribeMultipleTopics": tests.TestConcurrentSubscribeMultipleTopics,
+		"TestResendOnError":                     tests.TestResendOnError,
+		"TestContinueAfterSubscribeClose":       tests.TestContinueAfterSubscribeClose,
+		"TestConcurrentClose":                   tests.TestConcurrentClose,
+		"TestContinueAfterErrors":               tests.TestContinueAfterErrors,
+		"TestPublishSubscribeInOrder":           tests.TestPublishSubscribeInOrder,
+		"TestPublisherClose":                    tests.TestPublisherClose,
+		"TestTopic":                             tests.TestTopic,
+		"TestMessageCtx":                        tests.TestMessageCtx,
+		"TestSubscribeCtx":                      tests.TestSubscribeCtx,
+		"TestNewSubscriberReceivesOldMessages":  tests.TestNewSubscriberReceivesOldMessages,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, group)
+		})
+	}
+	t.Run("TestConsumerGroups", func(t *testing.T) {
+		t.Parallel()
+		tests.TestConsumerGroups(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, s.pubSub)
+	})
 }

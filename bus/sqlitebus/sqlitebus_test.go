@@ -499,3 +499,63 @@ func TestInProcessWakeUp(t *testing.T) {
 		})
 	}
 }
+
+// TestWindow checks the MaxInFlight contract: up to MaxInFlight messages
+// arrive before any ack, the next window is claimed when all of one is acked,
+// the group's offset covers the acked prefix, a nack
+// delivers the nacked message and the ones after it again, and a subscriber
+// stopped mid-window leaves the unacked rest to the next one.
+func TestWindow(t *testing.T) {
+	path := tempDBPath(t)
+	b := newTestBusWith(t, path, Config{NackResendSleep: time.Millisecond, CompactInterval: -1, MaxInFlight: 4})
+	ids := publishN(t, mustPublisher(t, b), "evidence", 10)
+	sub := mustSubscriber(t, b, "evaluate")
+	ch := mustSubscribe(t, sub, "evidence")
+
+	var window []*message.Message
+	for range 4 {
+		window = append(window, receive(t, ch, 5*time.Second))
+	}
+	equalIDs(t, uuids(window), ids[:4])
+	expectNothing(t, ch, 50*time.Millisecond) // the window is full
+
+	window[0].Ack()
+	window[1].Ack()
+	window[2].Nack()
+	window[3].Nack()
+	select {
+	case <-window[3].Context().Done():
+	case <-time.After(time.Second):
+		t.Fatal("context of a message after the nacked one not cancelled")
+	}
+	// From the nacked message on, in order.
+	again := []*message.Message{receive(t, ch, 5*time.Second), receive(t, ch, 5*time.Second)}
+	equalIDs(t, uuids(again), ids[2:4])
+	again[0].Ack()
+	again[1].Ack()
+	equalIDs(t, receiveAck(t, ch, 1), ids[4:5])
+
+	// The window is ids[2:6]; the next one starts when all of it is acked.
+	m5 := receive(t, ch, 5*time.Second)
+	expectNothing(t, ch, 50*time.Millisecond)
+	m5.Ack()
+	// Stop with ids[6] acked and ids[7] in flight: a new process resumes at ids[7].
+	m6, m7 := receive(t, ch, 5*time.Second), receive(t, ch, 5*time.Second)
+	equalIDs(t, uuids([]*message.Message{m5, m6, m7}), ids[5:8])
+	m6.Ack()
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := newTestBusWith(t, path, Config{CompactInterval: -1, MaxInFlight: 4})
+	ch2 := mustSubscribe(t, mustSubscriber(t, b2, "evaluate"), "evidence")
+	equalIDs(t, receiveAck(t, ch2, 3), ids[7:])
+	expectNothing(t, ch2, 50*time.Millisecond)
+}
+
+func uuids(msgs []*message.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.UUID
+	}
+	return out
+}

@@ -18,6 +18,10 @@ import (
 // query; it owns its position, so reading ahead is safe.
 const independentBatch = 128
 
+// MaxWindow bounds SubscriberConfig.MaxInFlight: a window is read with the
+// independent consumer's query.
+const MaxWindow = independentBatch
+
 // Subscriber is a message.Subscriber reading from the SQLite database. See
 // the package documentation for the two kinds (consumer group or
 // independent).
@@ -76,7 +80,8 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 }
 
 // Subscribe starts delivering the messages of topic on the returned channel,
-// one at a time: the next message comes after the previous one was acked; a
+// one at a time: the next message comes after the previous one was acked (or,
+// in a consumer group with MaxInFlight above 1, up to MaxInFlight ahead); a
 // nacked message is delivered again after NackResendSleep. The channel is
 // closed when ctx is cancelled or the Subscriber is closed; a message that
 // was in flight then is delivered again later (at-least-once).
@@ -283,7 +288,7 @@ func (sub *subscription) runIndependent() {
 				continue
 			}
 		}
-		if !sub.deliver(buf[0], false) {
+		if !sub.deliver(buf[0]) {
 			return
 		}
 		pos = buf[0].offset
@@ -301,8 +306,8 @@ func (sub *subscription) runGroup() {
 		case <-sub.s.closing:
 			return
 		}
-		m, err := sub.claim()
-		if err != nil || m == nil {
+		window, err := sub.claim()
+		if err != nil || len(window) == 0 {
 			<-slot
 			if err != nil {
 				sub.logger.Error("sqlitebus: cannot claim next message", err, nil)
@@ -314,7 +319,7 @@ func (sub *subscription) runGroup() {
 			}
 			continue
 		}
-		ok := sub.deliver(*m, true)
+		ok := sub.deliverWindow(window)
 		<-slot
 		if !ok {
 			return
@@ -322,10 +327,10 @@ func (sub *subscription) runGroup() {
 	}
 }
 
-// claim leases the group's next message to this subscription. It returns
-// nil when there is no message, or when another subscriber (of another
-// process or Hub) holds an unexpired lease.
-func (sub *subscription) claim() (*stored, error) {
+// claim leases the group's next messages (up to MaxInFlight) to this
+// subscription. It returns none when there is no message, or when another
+// subscriber (of another process or Hub) holds an unexpired lease.
+func (sub *subscription) claim() ([]stored, error) {
 	group := sub.s.cfg.ConsumerGroup
 	var (
 		acked    int64
@@ -350,7 +355,8 @@ func (sub *subscription) claim() (*stored, error) {
 		return nil, nil
 	}
 	m.offset, m.metadata, m.uuid = offset.Int64, metadata.String, uuid.String
-	// Messages are immutable, so if the CAS holds, m is still the next one.
+	// Messages are immutable, so if the CAS holds, m and the ones after it
+	// are still the next ones: the lease covers the group's whole stream.
 	res, err := sub.s.st.execStmt(sub.s.st.q.claim,
 		sub.owner, now+int64(sub.s.cfg.LeaseDuration), now, group, sub.topic, acked)
 	if err != nil {
@@ -359,97 +365,160 @@ func (sub *subscription) claim() (*stored, error) {
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return nil, err
 	}
-	return &m, nil
+	window := []stored{m}
+	if sub.s.cfg.MaxInFlight > 1 {
+		more, err := sub.fetch(m.offset)
+		if err != nil {
+			sub.release()
+			return nil, err
+		}
+		window = append(window, more[:min(len(more), sub.s.cfg.MaxInFlight-1)]...)
+	}
+	return window, nil
 }
 
-// deliver sends m until it is acked (true), or until the subscription stops
-// (false); grouped messages then have their ack stored or their lease
-// released.
-func (sub *subscription) deliver(m stored, grouped bool) bool {
-	for {
-		if sub.stopped() {
-			sub.release(grouped)
+// deliverWindow sends the leased messages in order, each without waiting for
+// the ack of the one before, and stores the ack of the acked prefix once
+// every message is acked or one is nacked (then, after NackResendSleep, the
+// caller claims again from the nacked one). It returns false when the
+// subscription stopped.
+func (sub *subscription) deliverWindow(window []stored) bool {
+	msgs := make([]*message.Message, len(window))
+	cancels := make([]context.CancelFunc, len(window))
+	cancelAll := func() {
+		for _, cancel := range cancels {
+			if cancel != nil {
+				cancel()
+			}
+		}
+	}
+	defer cancelAll()
+	renew := time.NewTicker(max(sub.s.cfg.LeaseDuration/3, time.Millisecond))
+	defer renew.Stop()
+
+	sent, acked := 0, 0
+	nacked, stopped := false, false
+	for acked < len(window) && !nacked && !stopped {
+		var out chan<- *message.Message
+		var next *message.Message
+		if sent < len(window) {
+			if msgs[sent] == nil {
+				msgs[sent], cancels[sent] = sub.message(window[sent])
+			}
+			out, next = sub.out, msgs[sent]
+		}
+		var ack, nack <-chan struct{}
+		if acked < sent {
+			ack, nack = msgs[acked].Acked(), msgs[acked].Nacked()
+		}
+		select {
+		case out <- next:
+			sent++
+		case <-ack:
+			cancels[acked]()
+			acked++
+		case <-nack:
+			nacked = true
+		case <-renew.C:
+			sub.renewLease()
+		case <-sub.ctx.Done():
+			stopped = true
+		case <-sub.s.closing:
+			stopped = true
+		}
+	}
+	if stopped { // keep the acks that raced with the stop
+		for acked < sent && isClosed(msgs[acked].Acked()) {
+			acked++
+		}
+	}
+	cancelAll() // before the nack's sleep: the handlers of the rest are over
+	if acked > 0 { // storing the ack drops the lease too
+		if !sub.commitAck(window[acked-1].offset) {
 			return false
 		}
-		// A fresh copy per delivery: a handler that changed the payload
-		// must not alter what a redelivery carries.
-		msg := message.NewMessage(m.uuid, bytes.Clone(m.payload))
-		if err := json.Unmarshal([]byte(m.metadata), &msg.Metadata); err != nil {
-			// Delivering without metadata beats blocking the topic
-			// forever on a message that can never be decoded.
-			sub.logger.Error("sqlitebus: cannot decode metadata", err, watermill.LogFields{"uuid": m.uuid, "offset": m.offset})
-		}
-		if msg.Metadata == nil {
-			msg.Metadata = make(message.Metadata)
-		}
-		msgCtx, cancel := context.WithCancel(sub.ctx)
-		msg.SetContext(msgCtx)
+	} else {
+		sub.release()
+	}
+	if stopped {
+		return false
+	}
+	if nacked {
+		return sub.sleep(sub.s.cfg.NackResendSleep)
+	}
+	return true
+}
 
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// message makes the watermill message of m. A fresh copy per delivery: a
+// handler that changed the payload must not alter what a redelivery carries.
+func (sub *subscription) message(m stored) (*message.Message, context.CancelFunc) {
+	msg := message.NewMessage(m.uuid, bytes.Clone(m.payload))
+	if err := json.Unmarshal([]byte(m.metadata), &msg.Metadata); err != nil {
+		// Delivering without metadata beats blocking the topic forever on a
+		// message that can never be decoded.
+		sub.logger.Error("sqlitebus: cannot decode metadata", err, watermill.LogFields{"uuid": m.uuid, "offset": m.offset})
+	}
+	if msg.Metadata == nil {
+		msg.Metadata = make(message.Metadata)
+	}
+	ctx, cancel := context.WithCancel(sub.ctx)
+	msg.SetContext(ctx)
+	return msg, cancel
+}
+
+// deliver sends m, an independent subscriber's message, until it is acked
+// (true) or the subscription stops (false).
+func (sub *subscription) deliver(m stored) bool {
+	for {
+		msg, cancel := sub.message(m)
 		select {
 		case sub.out <- msg:
 		case <-sub.ctx.Done():
 			cancel()
-			sub.release(grouped)
 			return false
 		case <-sub.s.closing:
 			cancel()
-			sub.release(grouped)
 			return false
 		}
-
-		acked, ok := sub.awaitAck(msg, grouped)
+		acked, ok := sub.awaitAck(msg)
 		cancel()
 		if !ok {
-			sub.release(grouped)
 			return false
 		}
 		if acked {
-			if grouped {
-				return sub.commitAck(m.offset)
-			}
 			return true
 		}
 		if !sub.sleep(sub.s.cfg.NackResendSleep) {
-			sub.release(grouped)
 			return false
 		}
 	}
 }
 
 // awaitAck returns acked=true on Ack, false on Nack, and ok=false if the
-// subscription stopped first.
-func (sub *subscription) awaitAck(msg *message.Message, grouped bool) (acked, ok bool) {
-	var renew <-chan time.Time
-	if grouped {
-		t := time.NewTicker(max(sub.s.cfg.LeaseDuration/3, time.Millisecond))
-		defer t.Stop()
-		renew = t.C
-	}
-	for {
-		select {
-		case <-msg.Acked():
-			return true, true
-		case <-msg.Nacked():
-			return false, true
-		case <-renew:
-			sub.renewLease()
-		case <-sub.ctx.Done():
-			return sub.ackedAnyway(msg)
-		case <-sub.s.closing:
-			return sub.ackedAnyway(msg)
-		}
-	}
-}
-
-// ackedAnyway keeps an Ack that raced with the stop, which saves a
-// redelivery.
-func (sub *subscription) ackedAnyway(msg *message.Message) (acked, ok bool) {
+// subscription stopped first (unless the Ack raced with the stop, which
+// saves a redelivery).
+func (sub *subscription) awaitAck(msg *message.Message) (acked, ok bool) {
 	select {
 	case <-msg.Acked():
 		return true, true
-	default:
-		return false, false
+	case <-msg.Nacked():
+		return false, true
+	case <-sub.ctx.Done():
+	case <-sub.s.closing:
 	}
+	if isClosed(msg.Acked()) {
+		return true, true
+	}
+	return false, false
 }
 
 // commitAck stores the group's new offset and drops the lease, retrying
@@ -485,12 +554,9 @@ func (sub *subscription) renewLease() {
 	}
 }
 
-// release gives up the lease of an unacked message so that another
-// subscriber of the group can take it now instead of after LeaseDuration.
-func (sub *subscription) release(grouped bool) {
-	if !grouped {
-		return
-	}
+// release gives up the lease of unacked messages so that another
+// subscriber of the group can take them now instead of after LeaseDuration.
+func (sub *subscription) release() {
 	_, err := sub.s.st.execStmt(sub.s.st.q.release, sub.s.cfg.ConsumerGroup, sub.topic, sub.owner)
 	if err != nil {
 		sub.logger.Error("sqlitebus: cannot release lease; it expires by itself", err, nil)
