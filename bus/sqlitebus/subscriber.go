@@ -432,7 +432,7 @@ func (sub *subscription) deliverWindow(window []stored) bool {
 			acked++
 		}
 	}
-	cancelAll() // before the nack's sleep: the handlers of the rest are over
+	cancelAll()    // before the nack's sleep: the handlers of the rest are over
 	if acked > 0 { // storing the ack drops the lease too
 		if !sub.commitAck(window[acked-1].offset) {
 			return false
