@@ -43,6 +43,27 @@ func BenchmarkPublish(b *testing.B) {
 	}
 }
 
+// BenchmarkPublishConcurrent is BenchmarkPublish from 16 goroutines per
+// core, as ingest publishes under load: concurrent calls share commits.
+func BenchmarkPublishConcurrent(b *testing.B) {
+	for _, sync := range []Synchronous{SynchronousNormal, SynchronousFull} {
+		b.Run("synchronous="+string(sync), func(b *testing.B) {
+			pub := mustPublisher(b, benchBus(b, sync))
+			payload := make([]byte, 512)
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := pub.Publish("evidence", message.NewMessage(watermill.NewUUID(), payload)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkPublishSubscribe measures the round trip in one process: Publish
 // one message, receive it and Ack it, the next Publish only after the ack
 // was taken. ns/op is the publish-to-processed latency (plus storing the

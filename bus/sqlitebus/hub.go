@@ -97,6 +97,11 @@ type dbState struct {
 	schemaMu    sync.Mutex
 	schemaReady bool
 	q           statements // set by ready
+
+	// Publish calls waiting for a group commit (see commitPublish).
+	pubMu      sync.Mutex
+	pubQueue   []*publishReq
+	pubLeading bool
 }
 
 // watch returns a channel that receives a value after each commit to topic

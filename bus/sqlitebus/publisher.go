@@ -76,28 +76,94 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		}
 		metadata[i] = md
 	}
-	now := time.Now().UnixNano()
-
-	err := p.insert(topic, msgs, metadata, now)
+	err := p.st.commitPublish(&publishReq{topic: topic, msgs: msgs, metadata: metadata, done: make(chan error, 1)})
 	if err != nil {
 		return fmt.Errorf("sqlitebus: publish %d message(s) to %s: %w", len(msgs), topic, err)
 	}
-	p.st.notify(topic)
 	p.logger.Trace("sqlitebus: published", watermill.LogFields{"topic": topic, "count": len(msgs)})
 	return nil
 }
 
-// insert runs the one transaction of a Publish. It is a plain deferred
-// transaction: its first statement is a write, so SQLite takes the write
-// lock right away (waiting for other processes through the busy handler)
-// and never has to upgrade a read snapshot.
-func (p *Publisher) insert(topic string, msgs []*message.Message, metadata [][]byte, now int64) (err error) {
-	p.st.writeMu.Lock()
-	defer p.st.writeMu.Unlock()
-	// Not cancellable: an interrupted COMMIT would leave the caller unsure
+// publishReq is one Publish call waiting for its commit.
+type publishReq struct {
+	topic    string
+	msgs     []*message.Message
+	metadata [][]byte
+	done     chan error // buffered: the committer never blocks on it
+}
+
+// commitPublish stores r's messages and returns after they are committed.
+// Concurrent calls share transactions (group commit): while one transaction
+// commits, the calls that arrive queue up and go into the next one, so a
+// burst of publishes costs a few commits instead of one each. The call that
+// finds no commit under way leads: it commits the queue, and passes the lead
+// to a new goroutine if more calls queued meanwhile, so that no caller waits
+// for more than its own group and the one before.
+func (st *dbState) commitPublish(r *publishReq) error {
+	st.pubMu.Lock()
+	st.pubQueue = append(st.pubQueue, r)
+	lead := !st.pubLeading
+	st.pubLeading = true
+	st.pubMu.Unlock()
+	if lead {
+		st.lead()
+	}
+	return <-r.done
+}
+
+func (st *dbState) lead() {
+	st.pubMu.Lock()
+	group := st.pubQueue
+	st.pubQueue = nil
+	st.pubMu.Unlock()
+
+	st.insertGroup(group)
+
+	st.pubMu.Lock()
+	more := len(st.pubQueue) > 0
+	st.pubLeading = more
+	st.pubMu.Unlock()
+	if more {
+		go st.lead()
+	}
+}
+
+// insertGroup commits the messages of every request of group in one
+// transaction and answers each request. If that transaction fails, each
+// request is tried in a transaction of its own, so that a request that
+// cannot be stored fails alone.
+func (st *dbState) insertGroup(group []*publishReq) {
+	now := time.Now().UnixNano()
+	err := st.insert(group, now)
+	if err != nil && len(group) > 1 {
+		for _, r := range group {
+			r.done <- st.insert([]*publishReq{r}, now)
+		}
+	} else {
+		for _, r := range group {
+			r.done <- err
+		}
+	}
+	topics := make(map[string]bool, 1)
+	for _, r := range group {
+		if !topics[r.topic] {
+			topics[r.topic] = true
+			st.notify(r.topic)
+		}
+	}
+}
+
+// insert runs one transaction. It is a plain deferred transaction: its first
+// statement is a write, so SQLite takes the write lock right away (waiting for
+// other processes through the busy handler) and never has to upgrade a read
+// snapshot.
+func (st *dbState) insert(group []*publishReq, now int64) (err error) {
+	st.writeMu.Lock()
+	defer st.writeMu.Unlock()
+	// Not cancellable: an interrupted COMMIT would leave the callers unsure
 	// whether the messages were stored.
 	ctx := context.Background()
-	tx, err := p.st.db.BeginTx(ctx, nil)
+	tx, err := st.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -106,16 +172,18 @@ func (p *Publisher) insert(topic string, msgs []*message.Message, metadata [][]b
 			_ = tx.Rollback() // err is what matters; SQLite may have rolled back already
 		}
 	}()
-	stmt := tx.StmtContext(ctx, p.st.q.insert)
-	for i, m := range msgs {
-		payload := []byte(m.Payload)
-		if payload == nil {
-			// The column is NOT NULL; an empty payload round-trips as an
-			// empty (non-nil) slice.
-			payload = []byte{}
-		}
-		if _, err := stmt.ExecContext(ctx, topic, m.UUID, payload, string(metadata[i]), now); err != nil {
-			return fmt.Errorf("insert %s: %w", m.UUID, err)
+	stmt := tx.StmtContext(ctx, st.q.insert)
+	for _, r := range group {
+		for i, m := range r.msgs {
+			payload := []byte(m.Payload)
+			if payload == nil {
+				// The column is NOT NULL; an empty payload round-trips as an
+				// empty (non-nil) slice.
+				payload = []byte{}
+			}
+			if _, err := stmt.ExecContext(ctx, r.topic, m.UUID, payload, string(r.metadata[i]), now); err != nil {
+				return fmt.Errorf("insert %s: %w", m.UUID, err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -558,4 +560,76 @@ func uuids(msgs []*message.Message) []string {
 		out[i] = m.UUID
 	}
 	return out
+}
+
+// TestGroupCommit publishes from many goroutines at once, one of them a
+// request that cannot be stored: it alone fails, every other Publish is
+// stored with its messages together and in order, and the calls that queued
+// behind a commit share the next one.
+func TestGroupCommit(t *testing.T) {
+	b := newTestBus(t, tempDBPath(t))
+	pub := mustPublisher(t, b)
+	if _, err := b.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON sqlitebus_messages
+		WHEN NEW.uuid = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned'); END`); err != nil {
+		t.Fatal(err)
+	}
+	const callers = 64
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	// Holding the write lock stands for a slow commit: the first caller
+	// leads and waits for it with its own request, the others queue.
+	pub.st.writeMu.Lock()
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 7 {
+				errs[i] = pub.Publish("t", message.NewMessage(fmt.Sprintf("c%d-0", i), nil), message.NewMessage("poison", nil))
+				return
+			}
+			errs[i] = pub.Publish("t", message.NewMessage(fmt.Sprintf("c%d-0", i), nil), message.NewMessage(fmt.Sprintf("c%d-1", i), nil))
+		}()
+	}
+	for queued := 0; queued < callers-1; time.Sleep(time.Millisecond) {
+		pub.st.pubMu.Lock()
+		queued = len(pub.st.pubQueue)
+		pub.st.pubMu.Unlock()
+	}
+	pub.st.writeMu.Unlock()
+	wg.Wait()
+	for i, err := range errs {
+		if (err != nil) != (i == 7) {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	rows, err := b.db.Query(`SELECT uuid, created_at FROM sqlitebus_messages ORDER BY "offset"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	stamps := map[int64]bool{} // one created_at per commit group
+	for rows.Next() {
+		var id string
+		var at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		stamps[at] = true
+	}
+	if len(ids) != 2*(callers-1) {
+		t.Fatalf("%d messages stored, want %d", len(ids), 2*(callers-1))
+	}
+	for i := 0; i < len(ids); i += 2 { // each call's two messages are adjacent and in order
+		caller := strings.TrimSuffix(ids[i], "-0")
+		if ids[i+1] != caller+"-1" || caller == "c7" {
+			t.Fatalf("messages %d and %d are %s and %s", i, i+1, ids[i], ids[i+1])
+		}
+	}
+	// The leader's own, the queued group (which failed and was retried one
+	// request at a time, all with the group's timestamp).
+	if len(stamps) != 2 {
+		t.Errorf("%d publishes committed in %d transactions, want 2", callers, len(stamps))
+	}
 }
