@@ -115,6 +115,75 @@ func (e *Evaluator) Handle(msg *message.Message) error {
 	return nil
 }
 
+// HandleBatch applies msgs in order and returns how many are done (see batch.Handler). It applies
+// them all in one transaction, which is what lets the evaluator keep up with ingest; if that
+// fails, it applies them one at a time, so that a message that can never apply is set aside on
+// its own and the others still apply.
+func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (int, error) {
+	if len(msgs) == 1 {
+		if err := e.Handle(msgs[0]); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	envs := make([]*contract.Envelope, len(msgs))
+	for i, m := range msgs {
+		env, err := contract.Unmarshal(m.Payload)
+		if err != nil {
+			return e.handleEach(msgs) // Handle logs and drops it
+		}
+		envs[i] = env
+	}
+	trails := make([]string, 0, len(msgs))
+	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
+		trails = trails[:0]
+		for _, env := range envs {
+			done, err := tx.Applied(ctx, env.ID)
+			if err != nil {
+				return err
+			}
+			if done {
+				continue
+			}
+			trailID, err := apply(ctx, tx, env)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", env.Kind, env.ID, err)
+			}
+			if trailID != "" {
+				if err := tx.MarkDirty(ctx, trailID); err != nil {
+					return err
+				}
+				trails = append(trails, trailID)
+			}
+			if err := tx.MarkApplied(ctx, env.ID, trailID, e.now()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, ErrPermanent) {
+			e.d.Log.Warn("evaluate: batch failed; applying its messages one at a time", "messages", len(msgs), "err", err)
+		}
+		return e.handleEach(msgs)
+	}
+	for _, id := range trails {
+		e.markDirty(id)
+	}
+	// Messages that touch no trail are visible now; those that do, once evaluated.
+	e.notify()
+	return len(msgs), nil
+}
+
+func (e *Evaluator) handleEach(msgs []*message.Message) (int, error) {
+	for i, m := range msgs {
+		if err := e.Handle(m); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
+}
+
 // markApplied records a permanently failed message as applied so read-your-writes waiters do not hang on it.
 func (e *Evaluator) markApplied(ctx context.Context, id string) error {
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
@@ -165,20 +234,57 @@ func (e *Evaluator) Run(ctx context.Context) error {
 		case <-e.wake:
 		}
 		e.mu.Lock()
-		batch := e.dirty
-		e.dirty = make(map[string]struct{}, len(batch))
+		dirty := e.dirty
+		e.dirty = make(map[string]struct{}, len(dirty))
 		e.mu.Unlock()
-		for id := range batch {
-			if err := e.EvaluateTrail(ctx, id); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				e.d.Log.Error("evaluate: trail evaluation failed; will retry", "trail", id, "err", err)
-				e.retryLater(ctx, id)
+		ids := make([]string, 0, min(len(dirty), saveBatch))
+		for id := range dirty {
+			ids = append(ids, id)
+			if len(ids) == saveBatch {
+				e.evaluateAll(ctx, ids)
+				ids = ids[:0]
 			}
 		}
-		e.notify()
+		e.evaluateAll(ctx, ids)
+		if ctx.Err() != nil {
+			return nil
+		}
 	}
+}
+
+// saveBatch is how many trail results are written in one transaction.
+const saveBatch = 64
+
+// evaluateAll evaluates the trails ids and saves the results in one transaction. A trail whose
+// evaluation or save fails is evaluated again a second later.
+func (e *Evaluator) evaluateAll(ctx context.Context, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	results := make([]trailResult, 0, len(ids))
+	for _, id := range ids {
+		r, err := e.evaluate(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.d.Log.Error("evaluate: trail evaluation failed; will retry", "trail", id, "err", err)
+			e.retryLater(ctx, id)
+			continue
+		}
+		results = append(results, r)
+	}
+	if err := e.save(ctx, results); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		e.d.Log.Error("evaluate: saving trail evaluations failed; will retry", "trails", len(results), "err", err)
+		for _, r := range results {
+			e.retryLater(ctx, r.trailID)
+		}
+		return
+	}
+	e.notify()
 }
 
 func (e *Evaluator) retryLater(ctx context.Context, id string) {
@@ -191,53 +297,91 @@ func (e *Evaluator) retryLater(ctx context.Context, id string) {
 	}()
 }
 
-// EvaluateTrail recomputes one trail's compliance and clears the dirt it saw. The trail is read
-// and evaluated outside any write transaction (SQLite has one writer, and applying messages
-// must not wait for OPA); only the result is written. Reading the generation first makes this
-// safe: a message applied meanwhile raises the generation, so the trail stays dirty and is
-// evaluated again.
+// trailResult is an evaluation waiting to be saved. A trail that no longer exists only has its
+// dirt cleared (doc is nil).
+type trailResult struct {
+	trailID string
+	gen     int64
+	state   string
+	doc     []byte
+	at      float64
+	states  map[string]string
+}
+
+// EvaluateTrail recomputes one trail's compliance and saves it.
 func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
+	r, err := e.evaluate(ctx, trailID)
+	if err != nil {
+		return err
+	}
+	return e.save(ctx, []trailResult{r})
+}
+
+// evaluate computes one trail's compliance. The trail is read and evaluated outside any write
+// transaction (SQLite has one writer, and applying messages must not wait for OPA); only the
+// result is written, by save. Reading the generation first makes this safe: a message applied
+// meanwhile raises the generation, so the trail stays dirty and is evaluated again.
+func (e *Evaluator) evaluate(ctx context.Context, trailID string) (trailResult, error) {
 	r := e.d.Store
 	gen, err := r.DirtyGeneration(ctx, trailID)
 	if err != nil {
-		return err
+		return trailResult{}, err
 	}
 	tr, err := r.TrailByID(ctx, trailID)
 	if errors.Is(err, store.ErrNotFound) {
-		return e.d.Store.Update(ctx, func(tx store.Tx) error { return tx.ClearDirty(ctx, trailID, gen) })
+		return trailResult{trailID: trailID, gen: gen}, nil
 	}
 	if err != nil {
-		return err
+		return trailResult{}, err
 	}
 	tmpl, err := e.templateOf(ctx, r, tr.TemplateID)
 	if err != nil {
-		return err
+		return trailResult{}, err
 	}
 	atts, err := r.TrailAttestationFacts(ctx, trailID)
 	if err != nil {
-		return err
+		return trailResult{}, err
 	}
 	arts, err := r.TrailArtifacts(ctx, trailID)
 	if err != nil {
-		return err
+		return trailResult{}, err
 	}
 	res, err := e.d.Engine.Evaluate(ctx, tmpl, trailInput(atts, arts))
 	if err != nil {
-		return fmt.Errorf("evaluate trail %s: %w", trailID, err)
+		return trailResult{}, fmt.Errorf("evaluate trail %s: %w", trailID, err)
 	}
 	at := e.now()
 	doc, states, err := complianceDoc(res, tmpl.ID, at, arts)
 	if err != nil {
-		return err
+		return trailResult{}, err
 	}
-	err = e.d.Store.Update(ctx, func(tx store.Tx) error {
-		if err := tx.SaveCompliance(ctx, trailID, res.State, doc, at, states); err != nil {
-			return err
+	return trailResult{trailID: trailID, gen: gen, state: res.State, doc: doc, at: at, states: states}, nil
+}
+
+// save writes results in one transaction and clears the dirt each one saw.
+func (e *Evaluator) save(ctx context.Context, results []trailResult) error {
+	if len(results) == 0 {
+		return nil
+	}
+	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
+		for _, r := range results {
+			if r.doc != nil {
+				if err := tx.SaveCompliance(ctx, r.trailID, r.state, r.doc, r.at, r.states); err != nil {
+					return err
+				}
+			}
+			if err := tx.ClearDirty(ctx, r.trailID, r.gen); err != nil {
+				return err
+			}
 		}
-		return tx.ClearDirty(ctx, trailID, gen)
+		return nil
 	})
 	if err == nil {
-		e.evaluations.Add(1)
+		for _, r := range results {
+			if r.doc != nil {
+				e.evaluations.Add(1)
+			}
+		}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -221,5 +222,50 @@ func TestDirtySurvivesRestart(t *testing.T) {
 	f.evaluateAll()
 	if s := f.trail().State; s != "COMPLIANT" {
 		t.Fatalf("state after restart %s, want COMPLIANT", s)
+	}
+}
+
+// TestHandleBatch: a batch is applied in order, duplicates and redeliveries change nothing, a
+// message that can never apply is set aside without holding back the others, the trail is
+// evaluated once for the batch, and a store failure reports nothing done.
+func TestHandleBatch(t *testing.T) {
+	f := newFixture(t)
+	first := f.attestation("tests", true)
+	bad := f.env(contract.KindTrailBegun, func(e *contract.Envelope) {
+		e.Trail = &contract.TrailBegin{ID: "x", FlowID: "no-such-flow", Name: "t2"}
+	})
+	batch := []*message.Message{first, f.attestation("lint", true), bad, f.attestation("sbom", false), first.Copy()}
+	ctx := context.Background()
+	for range 2 { // the second time is a redelivery of the whole batch
+		done, err := f.ev.HandleBatch(ctx, batch)
+		if err != nil || done != len(batch) {
+			t.Fatalf("HandleBatch = %d, %v; want %d, nil", done, err, len(batch))
+		}
+	}
+	atts, err := f.st.TrailAttestations(ctx, "trail-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range atts {
+		names = append(names, a.Name)
+	}
+	if want := []string{"tests", "lint", "sbom"}; !slices.Equal(names, want) {
+		t.Fatalf("attestations %v, want %v", names, want)
+	}
+	if ok, err := f.st.Visible(ctx, []string{bad.UUID}); err != nil || !ok {
+		t.Fatalf("the message that cannot apply is not marked applied: %v %v", ok, err)
+	}
+	f.evaluateAll()
+	if s := f.trail().State; s != "NON-COMPLIANT" {
+		t.Fatalf("state %s, want NON-COMPLIANT (sbom is not compliant)", s)
+	}
+	if n := f.ev.Evaluations(); n != 1 {
+		t.Fatalf("trail evaluated %d times for one batch, want 1", n)
+	}
+
+	f.st.Close()
+	if done, err := f.ev.HandleBatch(ctx, []*message.Message{f.attestation("a", true), f.attestation("b", true)}); err == nil || done != 0 {
+		t.Fatalf("HandleBatch on a closed store = %d, %v; want 0 and an error", done, err)
 	}
 }

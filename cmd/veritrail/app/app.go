@@ -16,9 +16,9 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/veritrail/veritrail/bus/batch"
 	"github.com/veritrail/veritrail/bus/kafkabus"
 	"github.com/veritrail/veritrail/bus/sqlitebus"
 	"github.com/veritrail/veritrail/evaluate"
@@ -106,7 +106,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	wlog := watermill.NewSlogLogger(log)
 	// One process owns the embedded bus: a short lease lets a restarted process resume quickly
 	// after a crash left a message in flight.
-	bus, err := sqlitebus.New(busDB, sqlitebus.Config{LeaseDuration: 3 * time.Second}, wlog)
+	bus, err := sqlitebus.New(busDB, sqlitebus.Config{LeaseDuration: 3 * time.Second, MaxInFlight: evaluateBatch}, wlog)
 	if err != nil {
 		return fail(err)
 	}
@@ -134,7 +134,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := runEvaluator(ctx, r, ev, sub, wlog); err != nil {
+	if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
 		return fail(err)
 	}
 	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
@@ -202,7 +202,7 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := runEvaluator(ctx, r, ev, sub, wlog); err != nil {
+	if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -225,34 +225,29 @@ func openPostgres(ctx context.Context, r *Running, cfg Config) (*sqlstore.Store,
 	return st, bl, nil
 }
 
-// runEvaluator consumes the evidence topic through a watermill router (which owns acks,
-// retries and panic recovery) and runs the evaluation loop beside it.
-func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub message.Subscriber, wlog watermill.LoggerAdapter) error {
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
+// runEvaluator consumes the evidence topic in batches (bus/batch owns acks, retries and panic
+// recovery) and runs the evaluation loop beside it. A batch is applied in one transaction: on the
+// embedded bus up to the subscriber's window of messages, on Kafka one message per partition.
+func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub message.Subscriber, log *slog.Logger) error {
+	msgs, err := sub.Subscribe(ctx, contract.TopicEvidence)
 	if err != nil {
-		return fmt.Errorf("evaluate router: %w", err)
+		return fmt.Errorf("evaluate: subscribe to %s: %w", contract.TopicEvidence, err)
 	}
-	router.AddMiddleware(
-		middleware.Recoverer,
-		middleware.Retry{MaxRetries: 5, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second, Multiplier: 2, Logger: wlog}.Middleware,
-	)
-	router.AddConsumerHandler("evaluate", contract.TopicEvidence, sub, ev.Handle)
 	r.onClose(sub.Close)
 	r.group.Go(func() error { return ev.Run(ctx) })
 	r.group.Go(func() error {
-		err := router.Run(ctx)
-		if ctx.Err() != nil {
-			return nil
+		batch.Consume(ctx, msgs, batch.Config{MaxBatch: evaluateBatch}, ev.HandleBatch, log)
+		if ctx.Err() == nil {
+			return fmt.Errorf("evaluate: the subscription to %s ended", contract.TopicEvidence)
 		}
-		return err
-	})
-	select {
-	case <-router.Running():
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	})
+	return nil
 }
+
+// evaluateBatch bounds the messages the evaluator applies in one transaction; the embedded bus
+// delivers that many ahead of their acks.
+const evaluateBatch = 64
 
 func serveHTTP(ctx context.Context, r *Running, addr string, h http.Handler, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
