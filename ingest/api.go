@@ -255,6 +255,27 @@ func (a *API) trailByName(ctx context.Context, p *Principal, flow store.Flow, na
 	return t, nil
 }
 
+// trailRef resolves a flow and one of its trails by name for a write, which needs only their IDs:
+// one lookup that reads neither record whole.
+func (a *API) trailRef(ctx context.Context, p *Principal, flowName, trailName string) (store.TrailRef, error) {
+	ref, err := lookup(ctx, a, p, func() (store.TrailRef, error) {
+		ref, err := a.store.TrailRef(ctx, p.Org.ID, flowName, trailName)
+		if err == nil && ref.TrailID == "" {
+			err = store.ErrNotFound // so that lookup waits for the caller's pending writes
+		}
+		return ref, err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound) && ref.FlowID == "":
+		return ref, apiError(http.StatusNotFound, "Flow named '%s' does not exist for organization '%s'", flowName, p.Org.Name)
+	case errors.Is(err, store.ErrNotFound):
+		return ref, apiError(http.StatusNotFound, "Trail with name '%s' does not exist for Organization '%s' and Flow '%s'", trailName, p.Org.Name, flowName)
+	case err != nil:
+		return ref, a.internal(ctx, "look up trail", err)
+	}
+	return ref, nil
+}
+
 // flowAndTrail resolves a flow and one of its trails by name.
 func (a *API) flowAndTrail(ctx context.Context, p *Principal, flowName, trailName string) (store.Flow, store.Trail, error) {
 	flow, err := a.flowByName(ctx, p, flowName)

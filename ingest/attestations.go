@@ -306,12 +306,12 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	if err := a.judge(ctx, p, kind, raw, &att); err != nil {
 		return nil, err
 	}
-	flow, tr, err := a.flowAndTrail(ctx, p, path.Flow, path.Trail)
+	ref, err := a.trailRef(ctx, p, path.Flow, path.Trail)
 	if err != nil {
 		return nil, err
 	}
 	if att.fingerprint != "" {
-		art, err := a.trailArtifact(ctx, p, flow, tr, att.fingerprint)
+		art, err := a.trailArtifact(ctx, p, ref, att.fingerprint)
 		if err != nil {
 			return nil, err
 		}
@@ -320,7 +320,7 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 		}
 	}
 	in := &contract.AttestationInput{
-		ID: newID(), FlowID: flow.ID, TrailName: tr.Name, Name: att.name, Type: att.typ, IsCompliant: att.compliant,
+		ID: newID(), FlowID: ref.FlowID, TrailName: ref.TrailName, Name: att.name, Type: att.typ, IsCompliant: att.compliant,
 		ArtifactFingerprint: att.fingerprint, TargetArtifact: att.target,
 	}
 	if file != nil {
@@ -341,9 +341,9 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 }
 
 // trailArtifact finds an artifact of the trail by full fingerprint.
-func (a *API) trailArtifact(ctx context.Context, p *Principal, flow store.Flow, tr store.Trail, fp string) (store.Artifact, error) {
+func (a *API) trailArtifact(ctx context.Context, p *Principal, ref store.TrailRef, fp string) (store.Artifact, error) {
 	art, err := lookup(ctx, a, p, func() (store.Artifact, error) {
-		arts, err := a.store.TrailArtifacts(ctx, tr.ID)
+		arts, err := a.store.TrailArtifacts(ctx, ref.TrailID)
 		if err != nil {
 			return store.Artifact{}, err
 		}
@@ -356,7 +356,7 @@ func (a *API) trailArtifact(ctx context.Context, p *Principal, flow store.Flow, 
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return art, apiError(http.StatusNotFound, `Artifact with fingerprint %s does not exist in trail "%s" of flow "%s" belonging to organization "%s"`,
-			fp, tr.Name, flow.Name, p.Org.Name)
+			fp, ref.TrailName, ref.FlowName, p.Org.Name)
 	}
 	if err != nil {
 		return art, a.internal(ctx, "look up artifact", err)

@@ -130,6 +130,14 @@ type Attestation struct {
 	CreatedAt           float64
 }
 
+// TrailRef identifies a trail and its flow by name and ID: what a write needs to resolve them.
+type TrailRef struct {
+	FlowID    string
+	FlowName  string
+	TrailID   string // "" when the flow exists and the trail does not
+	TrailName string
+}
+
 // AttestationFact is what compliance is computed from: an attestation without its evidence and
 // data. Evaluation reads these for every attestation of a trail on each evaluation, so they are
 // kept small.
@@ -217,6 +225,10 @@ type Reader interface {
 	Template(ctx context.Context, id string) (string, error)
 
 	TrailByName(ctx context.Context, flowID, name string) (Trail, error)
+	// TrailRef resolves a trail of an active flow by their names in one lookup, without reading
+	// either record whole. It answers ErrNotFound when the flow does not exist, and an empty
+	// TrailID when the trail does not.
+	TrailRef(ctx context.Context, orgID, flowName, trailName string) (TrailRef, error)
 	TrailByID(ctx context.Context, id string) (Trail, error)
 	ListTrails(ctx context.Context, orgID string, f TrailFilter) ([]Trail, int, error)
 	TrailEvents(ctx context.Context, trailID string) ([]TrailEvent, error)

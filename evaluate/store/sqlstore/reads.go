@@ -254,6 +254,18 @@ func scanTrail(sc interface{ Scan(...any) error }) (store.Trail, error) {
 	return t, nil
 }
 
+func (r reads) TrailRef(ctx context.Context, orgID, flowName, trailName string) (store.TrailRef, error) {
+	ref := store.TrailRef{FlowName: flowName, TrailName: trailName}
+	var trailID sql.NullString
+	err := r.row(ctx, `SELECT f.id, t.id FROM flows f LEFT JOIN trails t ON t.flow_id = f.id AND t.name = ?
+		WHERE f.org_id = ? AND f.name = ? AND f.archived = 0`, trailName, orgID, flowName).Scan(&ref.FlowID, &trailID)
+	if err != nil {
+		return ref, notFound(err, "flow "+flowName)
+	}
+	ref.TrailID = trailID.String
+	return ref, nil
+}
+
 func (r reads) TrailByName(ctx context.Context, flowID, name string) (store.Trail, error) {
 	t, err := scanTrail(r.row(ctx, `SELECT `+trailCols+` FROM trails WHERE flow_id = ? AND name = ?`, flowID, name))
 	if err != nil {

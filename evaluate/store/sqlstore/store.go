@@ -147,6 +147,9 @@ func (s *Store) ListFlows(ctx context.Context, orgID string, f store.FlowFilter)
 func (s *Store) Template(ctx context.Context, id string) (string, error) {
 	return s.reader().Template(ctx, id)
 }
+func (s *Store) TrailRef(ctx context.Context, orgID, flowName, trailName string) (store.TrailRef, error) {
+	return s.reader().TrailRef(ctx, orgID, flowName, trailName)
+}
 func (s *Store) TrailByName(ctx context.Context, flowID, name string) (store.Trail, error) {
 	return s.reader().TrailByName(ctx, flowID, name)
 }

@@ -104,6 +104,31 @@ func testUpsertTrail(t *testing.T, e *env) {
 	wantErr(t, "TrailByName unknown", err, store.ErrNotFound)
 	_, err = e.s.TrailByID(e.ctx, "nope")
 	wantErr(t, "TrailByID unknown", err, store.ErrNotFound)
+
+	// TrailRef resolves both names at once.
+	for _, c := range []struct {
+		org, flow, trail string
+		want             store.TrailRef
+		err              error
+	}{
+		{"org-a", "api", "abc123", store.TrailRef{FlowID: f2.ID, FlowName: "api", TrailID: "tr-2", TrailName: "abc123"}, nil},
+		{"org-a", "web", "abc123", store.TrailRef{FlowID: f.ID, FlowName: "web", TrailID: "tr-1", TrailName: "abc123"}, nil},
+		{"org-a", "web", "nope", store.TrailRef{FlowID: f.ID, FlowName: "web", TrailName: "nope"}, nil},
+		{"org-a", "nope", "abc123", store.TrailRef{}, store.ErrNotFound},
+		{"org-b", "web", "abc123", store.TrailRef{}, store.ErrNotFound},
+	} {
+		got, err := e.s.TrailRef(e.ctx, c.org, c.flow, c.trail)
+		if c.err != nil {
+			wantErr(t, "TrailRef("+c.org+", "+c.flow+")", err, c.err)
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("TrailRef(%s, %s, %s) = %+v, %v; want %+v", c.org, c.flow, c.trail, got, err, c.want)
+		}
+	}
+	e.update(t, func(tx store.Tx) error { return tx.ArchiveFlow(e.ctx, "org-a", f2.ID, t0+30) })
+	_, err = e.s.TrailRef(e.ctx, "org-a", "api", "abc123")
+	wantErr(t, "TrailRef of an archived flow", err, store.ErrNotFound)
 }
 
 // testTrailNullableFields checks that absent, empty and set values stay distinct.
