@@ -40,6 +40,8 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// Apart adds a phase that measures each tier alone (see Apart).
+	Apart bool
 	// CPUProfile, when set, receives a CPU profile of the measured ingest phase and its drain.
 	CPUProfile io.Writer
 
@@ -112,6 +114,8 @@ type Result struct {
 	RatioTarget float64   `json:"ingest_over_bare_target"`
 	RatioMet    bool      `json:"ingest_over_bare_met"`
 	Evaluator   Evaluator `json:"evaluator"`
+	// Apart is each tier alone (nil when Config.Apart is false).
+	Apart *Apart `json:"apart,omitempty"`
 	// ProductLog counts the warnings and errors the product logged during the ingest phase.
 	ProductLog []LogCount `json:"product_log,omitempty"`
 }
@@ -152,6 +156,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		ev.VsIngest = ev.ApplyPerSecond / res.Ingest.PerSecond
 	}
 	ev.KeptUp = ev.Drained && ev.VsIngest >= keptUpShare
+	if cfg.Apart {
+		runtime.GC()
+		if res.Apart, err = runApart(ctx, cfg, body, contentType); err != nil {
+			return nil, err
+		}
+		if res.Bare.PerSecond > 0 {
+			res.Apart.Ratio = res.Apart.Ingest.PerSecond / res.Bare.PerSecond
+		}
+	}
 	return res, nil
 }
 

@@ -89,11 +89,21 @@ func startProduct(ctx context.Context, cfg Config) (*product, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: data dir: %w", err)
 	}
-	pr := &product{dir: dir, logs: newLogCounter(), secret: app.NewSecret()}
+	pr, err := startProductIn(ctx, cfg, dir, app.NewSecret())
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return pr, nil
+}
+
+// startProductIn is startProduct on a given data directory and key.
+func startProductIn(ctx context.Context, cfg Config, dir, secret string) (*product, error) {
+	pr := &product{dir: dir, logs: newLogCounter(), secret: secret}
+	var err error
 	pr.r, err = app.StartEmbedded(ctx, app.Config{Addr: "127.0.0.1:0", DataDir: dir, BootstrapOrg: benchOrg,
 		BootstrapToken: pr.secret, Log: pr.logs.logger()})
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("bench: start embedded: %w", err)
 	}
 	pr.base = "http://" + pr.r.Addr

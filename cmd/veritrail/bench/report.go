@@ -58,6 +58,12 @@ func (r *Result) WriteTable(w io.Writer) error {
 		kept = "NO"
 	}
 	fmt.Fprintf(tw, "evaluator kept up\t%s (needs >= %.2fx the ingest rate during the load and a complete drain)\n", kept, keptUpShare)
+	if a := r.Apart; a != nil {
+		fmt.Fprintf(tw, "ingest alone\t%.0f/s, p50 %.2f ms, p99 %.2f ms: %.2fx bare (target >= %.2f: %s)\n",
+			a.Ingest.PerSecond, a.Ingest.P50ms, a.Ingest.P99ms, a.Ratio, r.RatioTarget, verdict(a.Ratio >= r.RatioTarget))
+		fmt.Fprintf(tw, "evaluator alone\t%.0f/s (%d in %.1f s): %.2fx ingest alone (keeps up: %s)\n",
+			a.EvaluatorPerSecond, a.Backlog, a.EvaluatorSeconds, a.VsIngest, verdict(a.VsIngest >= 1))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/veritrail/veritrail/bus/sqlitebus"
+	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/blobs"
+)
+
+// Apart is each tier measured alone on the same data, as a deployment that gives the tiers
+// machines of their own sees them: on one 2-core machine the combined phase makes ingest and
+// the evaluator share the cores with each other and with the load generator.
+type Apart struct {
+	// Ingest is the ingest tier answering 201 with no evaluator running; its messages wait on
+	// the embedded bus.
+	Ingest Phase   `json:"ingest_alone"`
+	Ratio  float64 `json:"ingest_alone_over_bare"`
+	// Backlog is what the evaluator then applied alone (every message of the warm-up and the
+	// load), in EvaluatorSeconds; EvaluatorPerSecond is its rate and VsIngest that rate over
+	// the ingest rate alone.
+	Backlog            int     `json:"backlog"`
+	EvaluatorSeconds   float64 `json:"evaluator_seconds"`
+	EvaluatorPerSecond float64 `json:"evaluator_alone_per_second"`
+	VsIngest           float64 `json:"evaluator_alone_over_ingest_alone"`
+}
+
+// runApart prepares a flow and its trails with the whole product, stops it, runs the ingest
+// tier alone on that data directory under the load, then starts the whole product again and
+// times its evaluator through the backlog.
+func runApart(ctx context.Context, cfg Config, body []byte, contentType string) (*Apart, error) {
+	dir, err := os.MkdirTemp("", "veritrail-bench-apart-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: data dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	secret := "apart-" + benchOrg
+	pr, err := startProductIn(ctx, cfg, dir, secret)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Progress, "bench: phase 4: tiers apart (data in %s): ingest alone, then the evaluator alone\n", dir)
+	err = prepare(ctx, pr.client, pr.base, secret, cfg.Trails)
+	pr.client.CloseIdleConnections()
+	pr.r.Close()
+	if err != nil {
+		return nil, err
+	}
+
+	addr, stop, err := startIngestAlone(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	client := newClient(cfg.Concurrency)
+	t := &target{client: client, url: trailURLs("http://"+addr, benchOrg, benchFlow, cfg.Trails), token: secret,
+		contentType: contentType, body: body, want: 201}
+	var accepted atomic.Int64 // every attestation the evaluator will have to apply
+	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, &accepted)
+	a := &Apart{Ingest: hammer(ctx, t, cfg.Concurrency, cfg.Duration, &accepted)}
+	client.CloseIdleConnections()
+	if err := stop(); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	fmt.Fprintf(cfg.Progress, "bench: phase 4: ingest alone %.0f/s; starting the evaluator on the backlog\n", a.Ingest.PerSecond)
+
+	start := time.Now()
+	pr, err = startProductIn(ctx, cfg, dir, secret)
+	if err != nil {
+		return nil, err
+	}
+	defer pr.r.Close()
+	org, err := pr.r.Store.OrgByName(ctx, benchOrg)
+	if err != nil {
+		return nil, fmt.Errorf("bench: look up organization: %w", err)
+	}
+	p := &progress{st: pr.r.Store, orgID: org.ID}
+	a.Backlog = int(accepted.Load())
+	if err := p.waitIdle(ctx, a.Backlog, cfg.DrainTimeout); err != nil {
+		return nil, fmt.Errorf("bench: evaluator alone: %w", err)
+	}
+	a.EvaluatorSeconds = time.Since(start).Seconds()
+	a.EvaluatorPerSecond = float64(a.Backlog) / a.EvaluatorSeconds
+	if a.Ingest.PerSecond > 0 {
+		a.VsIngest = a.EvaluatorPerSecond / a.Ingest.PerSecond
+	}
+	fmt.Fprintf(cfg.Progress, "bench: phase 4: evaluator alone applied %d in %.1f s (%.0f/s)\n",
+		a.Backlog, a.EvaluatorSeconds, a.EvaluatorPerSecond)
+	return a, nil
+}
+
+// startIngestAlone serves the ingest tier on the embedded bus and store of dir, with no
+// evaluator: the same composition as the embedded mode minus the evaluate tier.
+func startIngestAlone(ctx context.Context, dir string) (addr string, stop func() error, err error) {
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state.db"))
+	if err != nil {
+		return "", nil, err
+	}
+	busDB, err := sqlitebus.Open(filepath.Join(dir, "bus.db"))
+	if err != nil {
+		st.Close()
+		return "", nil, err
+	}
+	closeAll := func() error { return errors.Join(busDB.Close(), st.Close()) }
+	bus, err := sqlitebus.New(busDB, sqlitebus.Config{CompactInterval: -1}, watermill.NopLogger{})
+	if err != nil {
+		closeAll()
+		return "", nil, err
+	}
+	pub, err := bus.Publisher()
+	if err != nil {
+		closeAll()
+		return "", nil, err
+	}
+	bl, err := blobs.NewDir(filepath.Join(dir, "blobs"))
+	if err != nil {
+		closeAll()
+		return "", nil, err
+	}
+	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		closeAll()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return ln.Addr().String(), func() error {
+		return errors.Join(srv.Shutdown(ctx), bus.Close(), closeAll())
+	}, nil
+}
