@@ -75,11 +75,10 @@ func Run(t *testing.T, s Suite) {
 // host's view of it, as the catalog would see a plugin process.
 func OverGRPC(t *testing.T, n sdk.Notifier) sdk.Notifier {
 	t.Helper()
-	client, server := plugin.TestPluginGRPCConn(t, false, proto.PluginSets(sdk.NewServer(n))[proto.ProtocolVersion1])
-	t.Cleanup(func() {
-		_ = client.Close()
-		server.Stop()
-	})
+	// Closing the client asks the server to shut down (go-plugin's controller service), as the
+	// host does to a plugin process.
+	client, _ := plugin.TestPluginGRPCConn(t, false, proto.PluginSets(sdk.NewServer(n))[proto.ProtocolVersion1])
+	t.Cleanup(func() { _ = client.Close() })
 	raw, err := client.Dispense(proto.PluginName)
 	if err != nil {
 		t.Fatalf("dispense %s: %v", proto.PluginName, err)

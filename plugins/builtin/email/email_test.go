@@ -188,13 +188,13 @@ func TestConformance(t *testing.T) {
 			return notifier(t, port, caFile)
 		},
 		Receiver: func(t *testing.T) (sdk.Target, <-chan []byte) {
-			out := make(chan []byte, 16)
+			in, out := got, make(chan []byte, 16) // got belongs to the server New just started
 			done := make(chan struct{})
 			t.Cleanup(func() { close(done) })
 			go func() {
 				for {
 					select {
-					case m := <-got:
+					case m := <-in:
 						out <- decode(t, m.data)
 					case <-done:
 						return
