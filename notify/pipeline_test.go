@@ -14,6 +14,7 @@ import (
 
 	"github.com/veritrail/veritrail/notify"
 	"github.com/veritrail/veritrail/notify/memlog"
+	"github.com/veritrail/veritrail/plugins/builtin"
 	"github.com/veritrail/veritrail/plugins/builtin/webhook"
 	"github.com/veritrail/veritrail/plugins/sdk"
 )
@@ -447,5 +448,14 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := notify.New(notify.Config{}, notify.Deps{}); err == nil {
 		t.Error("New accepted no log and no notifiers")
+	}
+}
+
+func TestDefaultRoutesNameTheBuiltins(t *testing.T) {
+	have := builtin.Notifiers()
+	for typ, name := range notify.DefaultRoutes() {
+		if have[name] == nil {
+			t.Errorf("target type %s routes to %q, which is no built-in notifier", typ, name)
+		}
 	}
 }
