@@ -31,7 +31,8 @@ func TestEvaluateKeepsLevelsApart(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", dumpJSON(got), dumpJSON(want))
 	}
-	arts := bind(in).input(in).(ast.Object).Get(kArtifacts).Value.(ast.Object)
+	doc, _ := bind(in).input(in)
+	arts := doc.(ast.Object).Get(kArtifacts).Value.(ast.Object)
 	x, y, z := arts.Get(ast.StringTerm("x")), arts.Get(ast.StringTerm("y")), arts.Get(ast.StringTerm("z"))
 	if x != z || x == y {
 		t.Errorf("x %v, y %v, z %v: want x and z, and only them, to share one term", x, y, z)
@@ -51,5 +52,31 @@ func TestBindKeepsLatestPerName(t *testing.T) {
 	// CreatedAt 49 is reported at 49 and 99: the later report wins.
 	if i, ok := b.attestation(0, "lint"); !ok || i != 99 {
 		t.Errorf("latest lint = %d, %v; want 99", i, ok)
+	}
+}
+
+// Inputs that differ only in where a level sits (an artifact slot, an unclaimed entry, its key) have different
+// signatures, so the result cache never answers one with the other's result.
+func TestInputSignatureSeparatesPlaces(t *testing.T) {
+	evidence := func(fp, target string) TrailInput {
+		return TrailInput{Attestations: []Attestation{artAtt("1", "a", "generic", true, 1, fp, target)}}
+	}
+	withArtifact := evidence(fpCli, "")
+	withArtifact.Artifacts = []Artifact{artifact("ax", fpCli, "x", 0)}
+	inputs := map[string]TrailInput{
+		"unclaimed target x":      evidence("", "x"),
+		"unclaimed target y":      evidence("", "y"),
+		"unclaimed fingerprint":   evidence(fpCli, ""),
+		"artifact slot x":         withArtifact,
+		"trail-level":             {Attestations: []Attestation{trailAtt("1", "a", "generic", true, 1)}},
+		"trail-level, other type": {Attestations: []Attestation{trailAtt("1", "a", "junit", true, 1)}},
+	}
+	seen := map[string]string{}
+	for name, in := range inputs {
+		_, sig := bind(in).input(in)
+		if other, ok := seen[string(sig)]; ok {
+			t.Errorf("%q and %q have the same signature", name, other)
+		}
+		seen[string(sig)] = name
 	}
 }

@@ -57,4 +57,11 @@
 // [QueryCache] holds what any Rego-backed policy needs: pinned capabilities (OPA's v1.22.2 builtins minus
 // network, runtime, clock and randomness), prepared queries shared across goroutines in a bounded LRU cache keyed
 // by an immutable version id, parsed input, and an explicit error for an undefined result.
+//
+// The Engine also keeps policy results by (template version, input signature). After binding, the policy sees only
+// the names, types and compliance of the latest attestations at each level, so the trails of one flow, which
+// mostly carry the same evidence, give it a handful of distinct inputs; the policy is a pure function of them
+// (pinned capabilities, no clock), so a repeated input skips OPA and only the decoding, which fills in each
+// trail's own IDs, runs again. TestEvaluateMatchesReferencePolicy checks cached, uncached and reference results
+// agree.
 package template

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
@@ -74,6 +75,10 @@ type ArtifactStatus struct {
 type EngineOptions struct {
 	CacheSize int           // prepared queries kept, least recently used dropped first (default 1024)
 	Timeout   time.Duration // limit of one evaluation (not of a first preparation) on top of the caller's context (default 5s)
+	// ResultCacheSize bounds the policy results kept per (template, input) (default 4096; negative: none). The
+	// input the policy sees is only the names, types and compliance of the attestations at each level, so the
+	// trails of one flow mostly give it the same few inputs, and the policy is a pure function of them.
+	ResultCacheSize int
 }
 
 // Engine evaluates trails against flow templates. Each template version (Template.ID) is compiled and prepared
@@ -81,14 +86,25 @@ type EngineOptions struct {
 type Engine struct {
 	queries *QueryCache
 	timeout time.Duration
+	results *lru.Cache[string, ast.Value] // nil when disabled
 }
+
+// maxResultKey bounds the input signatures cached: a trail with very many levels is rare and its key costly.
+const maxResultKey = 4096
 
 // NewEngine returns an Engine.
 func NewEngine(opts EngineOptions) *Engine {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	return &Engine{queries: NewQueryCache(opts.CacheSize), timeout: opts.Timeout}
+	e := &Engine{queries: NewQueryCache(opts.CacheSize), timeout: opts.Timeout}
+	if opts.ResultCacheSize == 0 {
+		opts.ResultCacheSize = 4096
+	}
+	if opts.ResultCacheSize > 0 {
+		e.results, _ = lru.New[string, ast.Value](opts.ResultCacheSize) // errs only on a size <= 0
+	}
+	return e
 }
 
 // Stats reports the prepared-query cache counters.
@@ -115,13 +131,25 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	b := bind(in)
-	input := b.input(in)
-	if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
-		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
+	input, sig := b.input(in)
+	key := ""
+	if e.results != nil && len(sig) <= maxResultKey {
+		key = t.key() + "\x00" + string(sig)
 	}
-	v, err := Eval(ctx, pq, input)
-	if err != nil {
-		return TrailCompliance{}, fmt.Errorf("flow template %s: evaluate: %w", t.key(), err)
+	v, ok := ast.Value(nil), false
+	if key != "" {
+		v, ok = e.results.Get(key)
+	}
+	if !ok {
+		if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
+			return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
+		}
+		if v, err = Eval(ctx, pq, input); err != nil {
+			return TrailCompliance{}, fmt.Errorf("flow template %s: evaluate: %w", t.key(), err)
+		}
+		if key != "" {
+			e.results.Add(key, v)
+		}
 	}
 	out, err := b.decode(v, t.Trail, in)
 	if err != nil {
@@ -146,25 +174,39 @@ var (
 )
 
 // input builds the input document (described in template.rego.tmpl) as an AST value, so OPA does not convert or
-// parse it. Levels holding the same evidence share one term.
-func (b *binding) input(in TrailInput) ast.Value {
+// parse it. Levels holding the same evidence share one term. sig identifies the document: two inputs with the same
+// sig are equal.
+func (b *binding) input(in TrailInput) (doc ast.Value, sig []byte) {
 	var (
 		trail     *ast.Term
 		arts      = make([][2]*ast.Term, 0, len(b.levels)-1)
 		unclaimed [][2]*ast.Term
 		shared    = make(map[string]*ast.Term, len(b.levels))
-		sig       []byte
+		levelSig  []byte
 	)
 	for n := range b.levels {
 		l := &b.levels[n]
-		sig = sig[:0]
+		// The document's signature: each level's place (trail, artifact slot or unclaimed entry, with its key),
+		// then its evidence, every variable-length part length-prefixed so that different documents never
+		// look alike.
+		switch {
+		case n == 0:
+			sig = append(sig, 't')
+		case l.artifact >= 0:
+			sig = append(sig, 'a')
+		default:
+			sig = append(sig, 'u')
+		}
+		sig = append(binary.AppendUvarint(sig, uint64(len(l.key))), l.key...)
+		levelSig = levelSig[:0]
 		for _, x := range l.latest { // length-prefixed: levels with different evidence never look alike
 			a := &in.Attestations[x.attestation]
-			sig = append(binary.AppendUvarint(sig, uint64(len(x.name))), x.name...)
-			sig = append(binary.AppendUvarint(sig, uint64(len(a.Type))), a.Type...)
-			sig = append(sig, boolByte(a.IsCompliant))
+			levelSig = append(binary.AppendUvarint(levelSig, uint64(len(x.name))), x.name...)
+			levelSig = append(binary.AppendUvarint(levelSig, uint64(len(a.Type))), a.Type...)
+			levelSig = append(levelSig, boolByte(a.IsCompliant))
 		}
-		v, ok := shared[string(sig)]
+		sig = append(binary.AppendUvarint(sig, uint64(len(levelSig))), levelSig...)
+		v, ok := shared[string(levelSig)]
 		if !ok {
 			types := make([][2]*ast.Term, len(l.latest))
 			compliance := make([][2]*ast.Term, len(l.latest))
@@ -175,7 +217,7 @@ func (b *binding) input(in TrailInput) ast.Value {
 				compliance[i] = [2]*ast.Term{k, ast.InternedTerm(a.IsCompliant)}
 			}
 			v = ast.ObjectTerm(ast.Item(kTypes, ast.ObjectTerm(types...)), ast.Item(kCompliance, ast.ObjectTerm(compliance...)))
-			shared[string(sig)] = v
+			shared[string(levelSig)] = v
 		}
 		switch {
 		case n == 0:
@@ -190,7 +232,7 @@ func (b *binding) input(in TrailInput) ast.Value {
 		ast.Item(kTrail, trail),
 		ast.Item(kArtifacts, ast.ObjectTerm(arts...)),
 		ast.Item(kUnclaimed, ast.ObjectTerm(unclaimed...)),
-	)
+	), sig
 }
 
 func boolByte(b bool) byte {

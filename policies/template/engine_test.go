@@ -867,19 +867,28 @@ func releaseFlow(t testing.TB) (*Template, TrailInput) {
 	return tpl, in
 }
 
+// benchmarkEvaluate measures the policy run (uncached) and the same input answered from the result cache, as the
+// trails of one flow mostly are.
 func benchmarkEvaluate(b *testing.B, tpl *Template, in TrailInput) {
-	e := NewEngine(EngineOptions{})
-	ctx := context.Background()
-	res, err := e.Evaluate(ctx, tpl, in) // prepare outside the timing
-	if err != nil || res.State != StateCompliant {
-		b.Fatalf("%v %+v", err, res)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := e.Evaluate(ctx, tpl, in); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		size int
+	}{{"uncached", -1}, {"cached", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := NewEngine(EngineOptions{ResultCacheSize: c.size})
+			ctx := context.Background()
+			res, err := e.Evaluate(ctx, tpl, in) // prepare (and fill the cache) outside the timing
+			if err != nil || res.State != StateCompliant {
+				b.Fatalf("%v %+v", err, res)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := e.Evaluate(ctx, tpl, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -52,7 +52,10 @@ func referenceEngine(t testing.TB) func(*Template, TrailInput) (TrailCompliance,
 
 func TestEvaluateMatchesReferencePolicy(t *testing.T) {
 	reference := referenceEngine(t)
+	// The default engine caches results by input: each input is evaluated twice (the second time from the
+	// cache, as are inputs that repeat across runs), and once by an engine without the cache.
 	e := NewEngine(EngineOptions{})
+	uncached := NewEngine(EngineOptions{ResultCacheSize: -1})
 	rng := rand.New(rand.NewPCG(1, 2))
 	templates := []*Template{nil, mustParse(t, basicTemplate)}
 	for range 20 {
@@ -69,16 +72,18 @@ func TestEvaluateMatchesReferencePolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := e.Evaluate(context.Background(), tpl, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			content := "<nil>"
-			if tpl != nil {
-				content = tpl.Content
+		for j, eng := range []*Engine{e, e, uncached} {
+			got, err := eng.Evaluate(context.Background(), tpl, in)
+			if err != nil {
+				t.Fatal(err)
 			}
-			t.Fatalf("run %d: template\n%s\ninput %+v\ngot\n%s\nwant\n%s", i, content, in, dumpJSON(got), dumpJSON(want))
+			if !reflect.DeepEqual(got, want) {
+				content := "<nil>"
+				if tpl != nil {
+					content = tpl.Content
+				}
+				t.Fatalf("run %d, evaluation %d: template\n%s\ninput %+v\ngot\n%s\nwant\n%s", i, j, content, in, dumpJSON(got), dumpJSON(want))
+			}
 		}
 	}
 }
