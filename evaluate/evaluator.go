@@ -327,14 +327,14 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string) (trailResult, 
 	if err != nil {
 		return trailResult{}, err
 	}
-	tr, err := r.TrailByID(ctx, trailID)
+	templateID, err := r.TrailTemplateID(ctx, trailID)
 	if errors.Is(err, store.ErrNotFound) {
 		return trailResult{trailID: trailID, gen: gen}, nil
 	}
 	if err != nil {
 		return trailResult{}, err
 	}
-	tmpl, err := e.templateOf(ctx, r, tr.TemplateID)
+	tmpl, err := e.templateOf(ctx, r, templateID)
 	if err != nil {
 		return trailResult{}, err
 	}

@@ -266,6 +266,14 @@ func (r reads) TrailRef(ctx context.Context, orgID, flowName, trailName string) 
 	return ref, nil
 }
 
+func (r reads) TrailTemplateID(ctx context.Context, id string) (string, error) {
+	var tid string
+	if err := r.row(ctx, `SELECT template_id FROM trails WHERE id = ?`, id).Scan(&tid); err != nil {
+		return "", notFound(err, "trail "+id)
+	}
+	return tid, nil
+}
+
 func (r reads) TrailByName(ctx context.Context, flowID, name string) (store.Trail, error) {
 	t, err := scanTrail(r.row(ctx, `SELECT `+trailCols+` FROM trails WHERE flow_id = ? AND name = ?`, flowID, name))
 	if err != nil {

@@ -86,6 +86,11 @@ func testUpsertTrail(t *testing.T, e *env) {
 	checkTrail(t, "TrailByID after update", got, want)
 	_, err = e.s.TrailByID(e.ctx, "tr-ignored")
 	wantErr(t, "TrailByID of the ignored ID", err, store.ErrNotFound)
+	if tid, err := e.s.TrailTemplateID(e.ctx, "tr-1"); err != nil || tid != "tpl-other" {
+		t.Errorf("TrailTemplateID = %q, %v; want tpl-other", tid, err)
+	}
+	_, err = e.s.TrailTemplateID(e.ctx, "nope")
+	wantErr(t, "TrailTemplateID unknown", err, store.ErrNotFound)
 
 	e.update(t, func(tx store.Tx) error { return tx.TouchTrail(e.ctx, "tr-1", t0+20) })
 	if got, err := e.s.TrailByID(e.ctx, "tr-1"); err != nil || got.LastModifiedAt != t0+20 || got.CreatedAt != t0 {
