@@ -189,21 +189,21 @@ func appendEvent(ctx context.Context, tx store.Tx, trailID string, at float64, e
 
 // trailFor finds the trail a report names, creating it from the flow's template when an
 // artifact is reported to a trail that was never begun (the legacy report flow does that).
-func trailFor(ctx context.Context, tx store.Tx, e *contract.Envelope, flowID, name string, create bool) (store.Trail, error) {
-	tr, err := tx.TrailByName(ctx, flowID, name)
+func trailFor(ctx context.Context, tx store.Tx, e *contract.Envelope, flowID, name string, create bool) (trailID string, err error) {
+	id, err := tx.TrailID(ctx, flowID, name)
 	if err == nil || !errors.Is(err, store.ErrNotFound) || !create {
-		return tr, classify(err)
+		return id, classify(err)
 	}
 	flow, err := tx.FlowByID(ctx, e.OrgID, flowID)
 	if err != nil {
-		return tr, classify(err)
+		return "", classify(err)
 	}
-	tr = store.Trail{ID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(e.ID)).String(), OrgID: e.OrgID, FlowID: flowID, Name: name, TemplateID: flow.TemplateID,
+	tr := store.Trail{ID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(e.ID)).String(), OrgID: e.OrgID, FlowID: flowID, Name: name, TemplateID: flow.TemplateID,
 		CreatedBy: e.Actor.Name, CreatedAt: e.At, LastModifiedAt: e.At}
 	if _, err := tx.UpsertTrail(ctx, tr); err != nil {
-		return tr, err
+		return "", err
 	}
-	return tr, appendEvent(ctx, tx, tr.ID, e.At, map[string]any{"type": "trail_reported", "timestamp": e.At, "user": e.Actor.Name})
+	return tr.ID, appendEvent(ctx, tx, tr.ID, e.At, map[string]any{"type": "trail_reported", "timestamp": e.At, "user": e.Actor.Name})
 }
 
 func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (string, error) {
@@ -211,7 +211,7 @@ func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (stri
 	if a == nil {
 		return "", permanent("artifact report without body")
 	}
-	tr, err := trailFor(ctx, tx, e, a.FlowID, a.TrailName, true)
+	trailID, err := trailFor(ctx, tx, e, a.FlowID, a.TrailName, true)
 	if err != nil {
 		return "", err
 	}
@@ -226,17 +226,17 @@ func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (stri
 		return "", permanent("artifact report body: %v", err)
 	}
 	err = tx.InsertArtifact(ctx, store.Artifact{
-		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: tr.ID, Fingerprint: a.Fingerprint, TemplateName: a.TemplateName,
+		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: trailID, Fingerprint: a.Fingerprint, TemplateName: a.TemplateName,
 		Filename: rep.Filename, GitCommit: rep.GitCommit, RepoName: rep.RepoInfo.Name, Report: a.Report,
 		ReportedBy: e.Actor.Name, CreatedAt: e.At,
 	})
 	if err != nil {
 		return "", err
 	}
-	if err := tx.TouchTrail(ctx, tr.ID, e.At); err != nil {
+	if err := tx.TouchTrail(ctx, trailID, e.At); err != nil {
 		return "", err
 	}
-	return tr.ID, appendEvent(ctx, tx, tr.ID, e.At, map[string]any{
+	return trailID, appendEvent(ctx, tx, trailID, e.At, map[string]any{
 		"type": "artifact_creation_reported", "timestamp": e.At, "user": e.Actor.Name, "artifact_id": a.ID,
 		"fingerprint": a.Fingerprint, "filename": rep.Filename, "template_reference_name": a.TemplateName,
 	})
@@ -247,12 +247,12 @@ func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (s
 	if a == nil {
 		return "", permanent("attestation without body")
 	}
-	tr, err := trailFor(ctx, tx, e, a.FlowID, a.TrailName, false)
+	trailID, err := trailFor(ctx, tx, e, a.FlowID, a.TrailName, false)
 	if err != nil {
 		return "", err
 	}
 	rec := store.Attestation{
-		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: tr.ID, Name: a.Name, Type: a.Type, IsCompliant: a.IsCompliant,
+		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: trailID, Name: a.Name, Type: a.Type, IsCompliant: a.IsCompliant,
 		ArtifactFingerprint: a.ArtifactFingerprint, TargetArtifact: a.TargetArtifact, Data: a.Data,
 		ReportedBy: e.Actor.Name, CreatedAt: e.At,
 	}
@@ -265,7 +265,7 @@ func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (s
 	if err := tx.InsertAttestation(ctx, rec); err != nil {
 		return "", err
 	}
-	if err := tx.TouchTrail(ctx, tr.ID, e.At); err != nil {
+	if err := tx.TouchTrail(ctx, trailID, e.At); err != nil {
 		return "", err
 	}
 	typ := "trail_attestation_reported"
@@ -285,7 +285,7 @@ func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (s
 		ev["overridden_attestation_id"] = a.Overrides.AttestationID
 		ev["reason"] = a.Overrides.Reason
 	}
-	return tr.ID, appendEvent(ctx, tx, tr.ID, e.At, ev)
+	return trailID, appendEvent(ctx, tx, trailID, e.At, ev)
 }
 
 func applyCustomType(ctx context.Context, tx store.Tx, e *contract.Envelope) error {

@@ -230,6 +230,8 @@ type Reader interface {
 	// TrailID when the trail does not.
 	TrailRef(ctx context.Context, orgID, flowName, trailName string) (TrailRef, error)
 	TrailByID(ctx context.Context, id string) (Trail, error)
+	// TrailID is the ID of a flow's trail, without reading the trail whole.
+	TrailID(ctx context.Context, flowID, name string) (string, error)
 	// TrailTemplateID is the template a trail is evaluated against, without reading the trail whole.
 	TrailTemplateID(ctx context.Context, id string) (string, error)
 	ListTrails(ctx context.Context, orgID string, f TrailFilter) ([]Trail, int, error)

@@ -266,6 +266,14 @@ func (r reads) TrailRef(ctx context.Context, orgID, flowName, trailName string) 
 	return ref, nil
 }
 
+func (r reads) TrailID(ctx context.Context, flowID, name string) (string, error) {
+	var id string
+	if err := r.row(ctx, `SELECT id FROM trails WHERE flow_id = ? AND name = ?`, flowID, name).Scan(&id); err != nil {
+		return "", notFound(err, "trail "+name)
+	}
+	return id, nil
+}
+
 func (r reads) TrailTemplateID(ctx context.Context, id string) (string, error) {
 	var tid string
 	if err := r.row(ctx, `SELECT template_id FROM trails WHERE id = ?`, id).Scan(&tid); err != nil {

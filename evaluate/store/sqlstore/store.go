@@ -150,6 +150,9 @@ func (s *Store) Template(ctx context.Context, id string) (string, error) {
 func (s *Store) TrailRef(ctx context.Context, orgID, flowName, trailName string) (store.TrailRef, error) {
 	return s.reader().TrailRef(ctx, orgID, flowName, trailName)
 }
+func (s *Store) TrailID(ctx context.Context, flowID, name string) (string, error) {
+	return s.reader().TrailID(ctx, flowID, name)
+}
 func (s *Store) TrailTemplateID(ctx context.Context, id string) (string, error) {
 	return s.reader().TrailTemplateID(ctx, id)
 }

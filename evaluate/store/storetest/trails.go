@@ -86,6 +86,11 @@ func testUpsertTrail(t *testing.T, e *env) {
 	checkTrail(t, "TrailByID after update", got, want)
 	_, err = e.s.TrailByID(e.ctx, "tr-ignored")
 	wantErr(t, "TrailByID of the ignored ID", err, store.ErrNotFound)
+	if id, err := e.s.TrailID(e.ctx, f.ID, "abc123"); err != nil || id != "tr-1" {
+		t.Errorf("TrailID = %q, %v; want tr-1", id, err)
+	}
+	_, err = e.s.TrailID(e.ctx, f.ID, "nope")
+	wantErr(t, "TrailID unknown", err, store.ErrNotFound)
 	if tid, err := e.s.TrailTemplateID(e.ctx, "tr-1"); err != nil || tid != "tpl-other" {
 		t.Errorf("TrailTemplateID = %q, %v; want tpl-other", tid, err)
 	}
