@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/google/uuid"
 
@@ -76,6 +77,8 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 		return "", applyAllowlist(ctx, tx, e)
 	case contract.KindApprovalReported:
 		return "", applyApproval(ctx, tx, e)
+	case contract.KindControlChanged:
+		return "", applyControl(ctx, tx, e)
 	case contract.KindCustomTypeCreated:
 		return "", applyCustomType(ctx, tx, e)
 	case contract.KindCustomTypeArchived:
@@ -304,4 +307,54 @@ func applyCustomType(ctx context.Context, tx store.Tx, e *contract.Envelope) err
 	return tx.PutCustomTypeVersion(ctx, e.OrgID, c.Name, c.Description, store.CustomTypeVersion{
 		Version: version, Schema: c.Schema, Rules: c.Rules, CreatedBy: e.Actor.Name, CreatedAt: e.At,
 	})
+}
+
+func applyControl(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+	c := e.Control
+	if c == nil {
+		return permanent("control change without body")
+	}
+	existing, err := tx.Control(ctx, e.OrgID, c.Identifier)
+	if errors.Is(err, store.ErrNotFound) && c.Op == contract.ControlCreate {
+		return tx.PutControlVersion(ctx, e.OrgID, c.Identifier, store.ControlVersion{Version: 1, Name: deref(c.Name),
+			Description: deref(c.Description), CreatedBy: e.Actor.Name, CreatedAt: e.At})
+	}
+	if err != nil {
+		return classify(err)
+	}
+	switch c.Op {
+	case contract.ControlCreate: // two creates raced past ingest's check; the first one stands
+		return permanent("control %s already exists", c.Identifier)
+	case contract.ControlUpdate:
+		cur := existing.Current()
+		v := store.ControlVersion{Version: cur.Version + 1, Name: cur.Name, Description: cur.Description,
+			CreatedBy: e.Actor.Name, CreatedAt: e.At}
+		if c.Name != nil {
+			v.Name = *c.Name
+		}
+		if c.Description != nil {
+			v.Description = *c.Description
+		}
+		return tx.PutControlVersion(ctx, e.OrgID, c.Identifier, v)
+	case contract.ControlArchive, contract.ControlUnarchive:
+		return tx.SetControlArchived(ctx, e.OrgID, c.Identifier, c.Op == contract.ControlArchive)
+	case contract.ControlTag:
+		tags := maps.Clone(existing.Tags)
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		maps.Copy(tags, c.SetTags)
+		for _, k := range c.RemoveTags {
+			delete(tags, k)
+		}
+		return tx.SetControlTags(ctx, e.OrgID, c.Identifier, tags)
+	}
+	return permanent("unknown control operation %q", c.Op)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

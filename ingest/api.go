@@ -117,6 +117,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerEnvironments()
 	a.registerApprovals()
 	a.registerTags()
+	a.registerControls()
 	a.registerSnapshots()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {

@@ -39,6 +39,7 @@ type attestation struct {
 	compliant   bool
 	fingerprint string
 	target      string
+	control     string // the control a decision answers
 	data        map[string]any
 }
 
@@ -306,6 +307,17 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	if err := a.judge(ctx, p, kind, raw, &att); err != nil {
 		return nil, err
 	}
+	if att.control != "" {
+		// Decisions are rare: see the caller's own control changes (an archive just before) first.
+		a.tracker.Wait(ctx, p.KeyID)
+		ctl, err := a.controlByID(ctx, p, att.control)
+		if err != nil {
+			return nil, err
+		}
+		if ctl.Archived {
+			return nil, fieldError("control", "Control '%s' is archived in organization '%s'", att.control, p.Org.Name)
+		}
+	}
 	ref, err := a.trailRef(ctx, p, path.Flow, path.Trail)
 	if err != nil {
 		return nil, err
@@ -471,7 +483,7 @@ func (a *API) judge(ctx context.Context, p *Principal, kind string, raw []byte, 
 		if err := c.err(); err != nil {
 			return err
 		}
-		att.typ, att.compliant = "decision", *b.Data.IsCompliant
+		att.typ, att.compliant, att.control = "decision", *b.Data.IsCompliant, b.Control
 	default:
 		return apiError(http.StatusNotFound, "Unknown attestation kind '%s'", kind)
 	}

@@ -93,6 +93,18 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 	if pat, ok := strings.CutPrefix(msg, "expected string to match pattern "); ok {
 		msg = patternError(pat, d.Value)
 	}
+	// A missing property is reported on the object that lacks it; name the property, as the
+	// hosted service does.
+	if prop, ok := strings.CutPrefix(msg, "expected required property "); ok {
+		if prop, ok = strings.CutSuffix(prop, " to be present"); ok {
+			if field == "body" {
+				field = prop
+			} else {
+				field += "." + prop
+			}
+			msg = "Field required"
+		}
+	}
 	return field, msg
 }
 

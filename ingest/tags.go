@@ -13,14 +13,14 @@ import (
 func (a *API) registerTags() {
 	type tagsInput struct {
 		OrgPath
-		Kind string `path:"kind" enum:"flow,env" doc:"what is tagged: flow or env"`
+		Kind string `path:"kind" enum:"flow,env,control" doc:"what is tagged: flow, env or control"`
 		Name string `path:"name"`
 		Body struct {
 			SetTags    map[string]string `json:"set_tags,omitempty" required:"false"`
 			RemoveTags []string          `json:"remove_tags,omitempty" required:"false" nullable:"true"`
 		}
 	}
-	huma.Register(a.huma, op(http.MethodPatch, "/tags/{org}/{kind}/{name}", "updateTags", PrivWrite, "Set and remove tags of a flow or an environment", "Tags"),
+	huma.Register(a.huma, op(http.MethodPatch, "/tags/{org}/{kind}/{name}", "updateTags", PrivWrite, "Set and remove tags of a flow, an environment or a control", "Tags"),
 		func(ctx context.Context, in *tagsInput) (*stringOutput, error) {
 			p := principalFrom(ctx)
 			c := checker{}
@@ -41,6 +41,14 @@ func (a *API) registerTags() {
 				env := &contract.Envelope{Kind: contract.KindFlowTagged, FlowTags: &contract.FlowTags{FlowID: f.ID,
 					SetTags: in.Body.SetTags, RemoveTags: in.Body.RemoveTags}}
 				if err := a.publish(ctx, p, env); err != nil {
+					return nil, err
+				}
+			case "control":
+				if _, err := a.controlByID(ctx, p, in.Name); err != nil {
+					return nil, err
+				}
+				if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
+					Identifier: in.Name, Op: contract.ControlTag, SetTags: in.Body.SetTags, RemoveTags: in.Body.RemoveTags}}); err != nil {
 					return nil, err
 				}
 			default:

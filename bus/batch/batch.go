@@ -129,7 +129,14 @@ func process(ctx context.Context, batch []*message.Message, cfg Config, h Handle
 		if err == nil { // a handler that stops early without saying why is retried like a failure
 			err = fmt.Errorf("handler finished %d of %d messages", done, done+len(batch))
 		}
-		if attempt >= cfg.MaxRetries || ctx.Err() != nil {
+		if ctx.Err() != nil { // stopping: the bus delivers them again to the next consumer
+			log.Info("batch: stopping; unfinished messages go back to the bus", "messages", len(batch), "first", batch[0].UUID)
+			for _, m := range batch {
+				m.Nack()
+			}
+			return
+		}
+		if attempt >= cfg.MaxRetries {
 			log.Error("batch: handing messages back to the bus", "messages", len(batch), "first", batch[0].UUID, "err", err)
 			for _, m := range batch {
 				m.Nack()

@@ -250,6 +250,7 @@ type Reader interface {
 
 	EnvironmentReader
 	ApprovalReader
+	ControlReader
 
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
@@ -289,6 +290,7 @@ type Tx interface {
 
 	EnvironmentWriter
 	ApprovalWriter
+	ControlWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error

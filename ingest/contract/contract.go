@@ -43,6 +43,7 @@ const (
 	KindSnapshotReported    Kind = "snapshot.reported"
 	KindAllowlisted         Kind = "environment.allowlisted"
 	KindApprovalReported    Kind = "approval.reported"
+	KindControlChanged      Kind = "control.changed" // create, new version, archive, unarchive, tags
 )
 
 // Actor is who made the request that produced a message.
@@ -75,6 +76,7 @@ type Envelope struct {
 	Snapshot    *SnapshotReport    `json:"snapshot,omitempty"`
 	Allow       *AllowlistEntry    `json:"allow,omitempty"`
 	Approval    *ApprovalReport    `json:"approval,omitempty"`
+	Control     *ControlChange     `json:"control,omitempty"`
 }
 
 // PartitionKey returns the key that orders this message: all messages about one trail share
@@ -105,6 +107,8 @@ func (e *Envelope) PartitionKey() string {
 		return EnvironmentKey(e.OrgID, e.Allow.EnvID)
 	case e.Approval != nil:
 		return FlowKey(e.OrgID, e.Approval.FlowID) // numbers count up per flow, in order
+	case e.Control != nil:
+		return e.OrgID + "/control/" + e.Control.Identifier
 	case e.CustomType != nil:
 		return e.OrgID + "/custom-type/" + e.CustomType.Name
 	case e.TypeArchive != nil:
@@ -304,4 +308,25 @@ type ApprovalReport struct {
 	Approvals     json.RawMessage `json:"approvals"`
 	State         string          `json:"state"`
 	UserData      json.RawMessage `json:"user_data,omitempty"`
+}
+
+// ControlOp is what a ControlChange does.
+type ControlOp string
+
+const (
+	ControlCreate    ControlOp = "create"
+	ControlUpdate    ControlOp = "update" // a new version; nil fields keep the current value
+	ControlArchive   ControlOp = "archive"
+	ControlUnarchive ControlOp = "unarchive"
+	ControlTag       ControlOp = "tag"
+)
+
+// ControlChange creates or changes a control of the organization.
+type ControlChange struct {
+	Identifier  string            `json:"identifier"`
+	Op          ControlOp         `json:"op"`
+	Name        *string           `json:"name,omitempty"`
+	Description *string           `json:"description,omitempty"`
+	SetTags     map[string]string `json:"set_tags,omitempty"`
+	RemoveTags  []string          `json:"remove_tags,omitempty"`
 }

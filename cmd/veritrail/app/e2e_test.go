@@ -96,6 +96,8 @@ func TestEndToEnd(t *testing.T) {
 			"repo_url": "https://github.com/acme/app", "template_reference_name": "backend", "trail_name": commit,
 		}).want(t, http.StatusCreated)
 
+		k.send(http.MethodPost, "/controls"+org, map[string]any{"identifier": "SEC-1", "name": "Security review"}).
+			want(t, http.StatusCreated)
 		k.multipart(http.MethodPost, att+"system", "data_json", map[string]any{
 			"attestation_name": "security", "artifact_fingerprint": fpBackend, "type_name": "decision",
 			"control": "SEC-1", "attestation_data": map[string]any{"is_compliant": true}, "user_data": map[string]any{},

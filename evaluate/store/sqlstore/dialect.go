@@ -102,6 +102,12 @@ var schemaStatements = []string{
 	`CREATE TABLE IF NOT EXISTS custom_type_versions (
 		org_id TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, schema_json TEXT NOT NULL, rules TEXT NOT NULL,
 		created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (org_id, name, version))`,
+	`CREATE TABLE IF NOT EXISTS controls (
+		org_id TEXT NOT NULL, identifier TEXT NOT NULL, archived INTEGER NOT NULL DEFAULT 0, tags TEXT NOT NULL DEFAULT '{}',
+		PRIMARY KEY (org_id, identifier))`,
+	`CREATE TABLE IF NOT EXISTS control_versions (
+		org_id TEXT NOT NULL, identifier TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
+		created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (org_id, identifier, version))`,
 	`CREATE TABLE IF NOT EXISTS environments (
 		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, description TEXT NOT NULL,
 		include_scaling INTEGER NOT NULL, require_provenance INTEGER NOT NULL, included TEXT NOT NULL, tags TEXT NOT NULL,

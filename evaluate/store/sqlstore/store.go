@@ -192,6 +192,12 @@ func (s *Store) AttestationByID(ctx context.Context, orgID, id string) (store.At
 func (s *Store) ListAttestations(ctx context.Context, orgID string, p store.Page) ([]store.Attestation, int, error) {
 	return s.reader().ListAttestations(ctx, orgID, p)
 }
+func (s *Store) Control(ctx context.Context, orgID, identifier string) (store.Control, error) {
+	return s.reader().Control(ctx, orgID, identifier)
+}
+func (s *Store) ListControls(ctx context.Context, orgID string, f store.ControlFilter) ([]store.Control, int, error) {
+	return s.reader().ListControls(ctx, orgID, f)
+}
 func (s *Store) CustomType(ctx context.Context, orgID, name string) (store.CustomType, error) {
 	return s.reader().CustomType(ctx, orgID, name)
 }

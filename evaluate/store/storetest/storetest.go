@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListArtifacts", testListArtifacts},
 		{"Attestations", testAttestations},
 		{"CustomTypes", testCustomTypes},
+		{"Controls", testControls},
 		{"Applied", testApplied},
 		{"Dirty", testDirty},
 		{"Visible", testVisible},

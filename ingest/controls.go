@@ -1,0 +1,201 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+)
+
+// ControlPostInput creates a control (the Kosli CLI's contract check reads this component).
+type ControlPostInput struct {
+	Identifier  string `json:"identifier" doc:"unique in the organization; decisions and policies name the control by it"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty" required:"false"`
+}
+
+// ControlPutInput makes a new version of a control; an absent field keeps its value.
+type ControlPutInput struct {
+	Name        *string `json:"name,omitempty" required:"false"`
+	Description *string `json:"description,omitempty" required:"false" doc:"an empty string clears it"`
+}
+
+// ControlView is a control as the API shows it.
+type ControlView struct {
+	Identifier     string               `json:"identifier"`
+	Name           string               `json:"name"`
+	Description    string               `json:"description"`
+	Version        int                  `json:"version"`
+	Archived       bool                 `json:"archived"`
+	Tags           map[string]string    `json:"tags"`
+	CreatedBy      string               `json:"created_by"`
+	CreatedAt      float64              `json:"created_at"`
+	LastModifiedAt float64              `json:"last_modified_at"`
+	Versions       []ControlVersionView `json:"versions"`
+	Org            string               `json:"org"`
+	HTMLURL        string               `json:"html_url"`
+}
+
+// ControlVersionView is one version of a control, oldest first in ControlView.Versions.
+type ControlVersionView struct {
+	Version     int     `json:"version"`
+	Name        string  `json:"name"`
+	Description string  `json:"description"`
+	CreatedBy   string  `json:"created_by"`
+	CreatedAt   float64 `json:"created_at"`
+}
+
+func (a *API) controlView(org string, c store.Control) ControlView {
+	cur := c.Current()
+	v := ControlView{Identifier: c.Identifier, Name: cur.Name, Description: cur.Description, Version: cur.Version,
+		Archived: c.Archived, Tags: c.Tags, LastModifiedAt: cur.CreatedAt, Org: org,
+		HTMLURL: a.cfg.BaseURL + "/" + org + "/controls/" + c.Identifier, Versions: make([]ControlVersionView, 0, len(c.Versions))}
+	if v.Tags == nil {
+		v.Tags = map[string]string{}
+	}
+	if len(c.Versions) > 0 {
+		v.CreatedBy, v.CreatedAt = c.Versions[0].CreatedBy, c.Versions[0].CreatedAt
+	}
+	for _, ver := range c.Versions {
+		v.Versions = append(v.Versions, ControlVersionView{Version: ver.Version, Name: ver.Name, Description: ver.Description,
+			CreatedBy: ver.CreatedBy, CreatedAt: ver.CreatedAt})
+	}
+	return v
+}
+
+// controlByID finds a control of the caller's organization, archived or not.
+func (a *API) controlByID(ctx context.Context, p *Principal, id string) (store.Control, error) {
+	c, err := lookup(ctx, a, p, func() (store.Control, error) { return a.store.Control(ctx, p.Org.ID, id) })
+	if errors.Is(err, store.ErrNotFound) {
+		return c, apiError(http.StatusNotFound, "Control '%s' does not exist in organization '%s'", id, p.Org.Name)
+	}
+	if err != nil {
+		return c, a.internal(ctx, "look up control", err)
+	}
+	return c, nil
+}
+
+// ControlPath names one control.
+type ControlPath struct {
+	OrgPath
+	Control string `path:"control" doc:"control identifier"`
+}
+
+func (a *API) registerControls() {
+	type createInput struct {
+		OrgPath
+		Body ControlPostInput
+	}
+	o := op(http.MethodPost, "/controls/{org}", "createControl", PrivWrite, "Create a control", "Controls")
+	o.DefaultStatus = http.StatusCreated
+	huma.Register(a.huma, o, func(ctx context.Context, in *createInput) (*stringOutput, error) {
+		p := principalFrom(ctx)
+		b := in.Body
+		c := checker{}
+		if c.required("identifier", b.Identifier) {
+			c.match("identifier", b.Identifier, typeNameRE, typeNamePattern)
+		}
+		c.required("name", b.Name)
+		if err := c.err(); err != nil {
+			return nil, err
+		}
+		// Identifiers stay taken after archiving: decisions recorded against one keep their meaning.
+		// lookup waits for the caller's own pending writes on a miss, so a create right after a create conflicts.
+		switch _, err := lookup(ctx, a, p, func() (store.Control, error) { return a.store.Control(ctx, p.Org.ID, b.Identifier) }); {
+		case err == nil:
+			return nil, apiError(http.StatusConflict, "A control with identifier '%s' already exists in organization '%s'", b.Identifier, p.Org.Name)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, a.internal(ctx, "look up control", err)
+		}
+		if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
+			Identifier: b.Identifier, Op: contract.ControlCreate, Name: &b.Name, Description: &b.Description}}); err != nil {
+			return nil, err
+		}
+		return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Control '%s' was created", b.Identifier)}, nil
+	})
+
+	type updateInput struct {
+		ControlPath
+		Body ControlPutInput
+	}
+	huma.Register(a.huma, op(http.MethodPut, "/controls/{org}/{control}", "updateControl", PrivWrite,
+		"Make a new version of a control", "Controls"),
+		func(ctx context.Context, in *updateInput) (*stringOutput, error) {
+			p := principalFrom(ctx)
+			if in.Body.Name != nil && *in.Body.Name == "" {
+				return nil, fieldError("name", "Name cannot be empty")
+			}
+			if _, err := a.controlByID(ctx, p, in.Control); err != nil {
+				return nil, err
+			}
+			if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
+				Identifier: in.Control, Op: contract.ControlUpdate, Name: in.Body.Name, Description: in.Body.Description}}); err != nil {
+				return nil, err
+			}
+			return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Control '%s' was updated", in.Control)}, nil
+		})
+
+	type getOutput struct{ Body ControlView }
+	huma.Register(a.huma, op(http.MethodGet, "/controls/{org}/{control}", "getControl", PrivRead, "Get a control with its versions", "Controls"),
+		func(ctx context.Context, in *ControlPath) (*getOutput, error) {
+			p := principalFrom(ctx)
+			c, err := a.controlByID(ctx, p, in.Control)
+			if err != nil {
+				return nil, err
+			}
+			return &getOutput{Body: a.controlView(p.Org.Name, c)}, nil
+		})
+
+	type listInput struct {
+		OrgPath
+		Page     int  `query:"page" minimum:"0"`
+		PerPage  int  `query:"per_page" minimum:"0" maximum:"100"`
+		Archived bool `query:"archived" doc:"list the archived controls instead of the active ones"`
+	}
+	type listBody struct {
+		Controls   []ControlView `json:"controls"`
+		Page       int           `json:"page"`
+		TotalPages int           `json:"total_pages"`
+		TotalCount int           `json:"total_count"`
+	}
+	type listOutput struct{ Body listBody }
+	huma.Register(a.huma, op(http.MethodGet, "/controls/{org}", "listControls", PrivRead, "List controls", "Controls"),
+		func(ctx context.Context, in *listInput) (*listOutput, error) {
+			p := principalFrom(ctx)
+			pg := pageOf(in.Page, in.PerPage, 20)
+			cs, total, err := a.store.ListControls(ctx, p.Org.ID, store.ControlFilter{Page: pg, Archived: in.Archived})
+			if err != nil {
+				return nil, a.internal(ctx, "list controls", err)
+			}
+			views := make([]ControlView, 0, len(cs))
+			for _, c := range cs {
+				views = append(views, a.controlView(p.Org.Name, c))
+			}
+			pages := pagination(total, pg)
+			return &listOutput{Body: listBody{Controls: views, Page: pages.Page, TotalPages: pages.PageCount, TotalCount: total}}, nil
+		})
+
+	for _, change := range []struct {
+		op   contract.ControlOp
+		verb string
+	}{{contract.ControlArchive, "archived"}, {contract.ControlUnarchive, "unarchived"}} {
+		huma.Register(a.huma, op(http.MethodPost, "/controls/{org}/{control}/"+string(change.op), string(change.op)+"Control", PrivWrite,
+			"Control: "+string(change.op), "Controls"),
+			func(ctx context.Context, in *ControlPath) (*stringOutput, error) {
+				p := principalFrom(ctx)
+				if _, err := a.controlByID(ctx, p, in.Control); err != nil {
+					return nil, err
+				}
+				if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
+					Identifier: in.Control, Op: change.op}}); err != nil {
+					return nil, err
+				}
+				return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Control '%s' was %s", in.Control, change.verb)}, nil
+			})
+	}
+}
