@@ -94,15 +94,31 @@ func TestSnapshotRoundTripsDoNotGrow(t *testing.T) {
 	t.Logf("round trips per snapshot: %d", large)
 }
 
-// TestRepeatedSnapshotCreatesNothing: the same report twice makes one snapshot.
+// TestRepeatedSnapshotCreatesNothing: the same report twice makes one snapshot, and the repeat
+// is recognised by its digest without reading the last snapshot back, in fewer round trips
+// than a change.
 func TestRepeatedSnapshotCreatesNothing(t *testing.T) {
 	f := newEnvFixture(t, 3)
 	f.report(t, 3, 0)
+	before := f.st.Statements()
 	f.report(t, 3, 0)
+	repeat := f.st.Statements() - before
 	ts, err := f.st.SnapshotTimestamps(context.Background(), "env-1")
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("snapshots %v %v, want 1", ts, err)
 	}
+	before = f.st.Statements()
+	f.report(t, 3, 1)
+	change := f.st.Statements() - before
+	if repeat >= change/2 {
+		t.Fatalf("a repeated report took %d round trips, a change %d: the repeat is not short-cut", repeat, change)
+	}
+	t.Logf("round trips: repeat %d, change %d", repeat, change)
+}
+
+// BenchmarkApplySnapshot1000Repeat applies a 1,000-artifact report that repeats the last one.
+func BenchmarkApplySnapshot1000Repeat(b *testing.B) {
+	benchSnapshots(b, func(int) int { return -1 })
 }
 
 // BenchmarkApplySnapshot1000 applies 1,000-artifact snapshots where every artifact changed.

@@ -2,6 +2,9 @@ package snapshot
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 )
@@ -256,4 +259,28 @@ func compareKey(aName, aFP, bName, bFP string) int {
 
 func sameKey(a, b *Instance) bool {
 	return a.Name == b.Name && a.Fingerprint == b.Fingerprint
+}
+
+// Digest identifies a running set by what Diff compares: names, fingerprints, instance counts
+// and creation timestamps (contexts do not count). Two sets with the same digest are the same
+// set under either include_scaling setting, so a report that repeats the last one can be
+// recognised without decoding the last snapshot; different digests may still be no change
+// (timestamps only, without include_scaling), which Diff then decides.
+func Digest(set []Running) []byte {
+	h := sha256.New()
+	var buf []byte
+	for _, r := range normalize(set) {
+		buf = buf[:0]
+		buf = binary.AppendUvarint(buf, uint64(len(r.Name)))
+		buf = append(buf, r.Name...)
+		buf = binary.AppendUvarint(buf, uint64(len(r.Fingerprint)))
+		buf = append(buf, r.Fingerprint...)
+		buf = binary.AppendUvarint(buf, uint64(r.Instances))
+		buf = binary.AppendUvarint(buf, uint64(len(r.CreationTimestamps)))
+		for _, ts := range r.CreationTimestamps {
+			buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(ts))
+		}
+		h.Write(buf)
+	}
+	return h.Sum(nil)
 }

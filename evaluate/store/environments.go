@@ -34,6 +34,9 @@ type Snapshot struct {
 	Compliant *bool
 	// Artifacts is the JSON array of the snapshot's artifacts as the API shows them.
 	Artifacts json.RawMessage
+	// Digest identifies the running set (snapshot.Digest); InsertSnapshot keeps the latest per
+	// environment for LatestSnapshotDigest.
+	Digest []byte
 }
 
 // EnvEvent is one entry of an environment's log: an artifact started, changed or exited.
@@ -89,6 +92,9 @@ type EnvironmentReader interface {
 	LogicalEnvironments(ctx context.Context, envID string) ([]Environment, error)
 
 	LatestSnapshot(ctx context.Context, envID string) (Snapshot, error)
+	// LatestSnapshotDigest is the Digest of the latest snapshot, without reading the snapshot
+	// (ErrNotFound when there is none, or it was stored without one).
+	LatestSnapshotDigest(ctx context.Context, envID string) ([]byte, error)
 	SnapshotByIndex(ctx context.Context, envID string, index int) (Snapshot, error)
 	// SnapshotTimestamps lists the timestamps of every snapshot, index 1 first.
 	SnapshotTimestamps(ctx context.Context, envID string) ([]float64, error)

@@ -119,6 +119,7 @@ var schemaStatements = []string{
 	`CREATE TABLE IF NOT EXISTS snapshots (
 		env_id TEXT NOT NULL, idx INTEGER NOT NULL, timestamp DOUBLE PRECISION NOT NULL, type TEXT NOT NULL,
 		compliant INTEGER, artifacts TEXT NOT NULL, PRIMARY KEY (env_id, idx))`,
+	`CREATE TABLE IF NOT EXISTS snapshot_digests (env_id TEXT PRIMARY KEY, idx INTEGER NOT NULL, digest {{blob}})`,
 	`CREATE TABLE IF NOT EXISTS env_events (
 		seq {{serial}}, env_id TEXT NOT NULL, snapshot_index INTEGER NOT NULL, type TEXT NOT NULL, artifact_name TEXT NOT NULL,
 		fingerprint TEXT NOT NULL, description TEXT NOT NULL, reported_at DOUBLE PRECISION NOT NULL, repo_names TEXT NOT NULL,

@@ -106,6 +106,17 @@ func scanSnapshot(sc interface{ Scan(...any) error }) (store.Snapshot, error) {
 	return s, err
 }
 
+func (r reads) LatestSnapshotDigest(ctx context.Context, envID string) ([]byte, error) {
+	var d []byte
+	if err := r.row(ctx, `SELECT digest FROM snapshot_digests WHERE env_id = ?`, envID).Scan(&d); err != nil {
+		return nil, notFound(err, "snapshot digest of "+envID)
+	}
+	if len(d) == 0 {
+		return nil, fmt.Errorf("sqlstore: snapshot digest of %s: %w", envID, store.ErrNotFound)
+	}
+	return d, nil
+}
+
 func (r reads) LatestSnapshot(ctx context.Context, envID string) (store.Snapshot, error) {
 	s, err := scanSnapshot(r.row(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE env_id = ? ORDER BY idx DESC LIMIT 1`, envID))
 	if err != nil {
@@ -439,6 +450,12 @@ func (t *txn) InsertSnapshot(ctx context.Context, s store.Snapshot) error {
 	}
 	_, err := t.exec(ctx, "insert snapshot", `INSERT INTO snapshots (env_id, idx, timestamp, type, compliant, artifacts)
 		VALUES (?, ?, ?, ?, ?, ?)`, s.EnvID, s.Index, s.Timestamp, s.Type, compliant, string(s.Artifacts))
+	if err != nil {
+		return err
+	}
+	// A snapshot without a digest clears the old one, which no longer describes the latest.
+	_, err = t.exec(ctx, "snapshot digest", `INSERT INTO snapshot_digests (env_id, idx, digest) VALUES (?, ?, ?)
+		ON CONFLICT (env_id) DO UPDATE SET idx = excluded.idx, digest = excluded.digest`, s.EnvID, s.Index, s.Digest)
 	return err
 }
 

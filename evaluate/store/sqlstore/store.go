@@ -237,6 +237,9 @@ func (s *Store) LogicalEnvironments(ctx context.Context, envID string) ([]store.
 	return s.reader().LogicalEnvironments(ctx, envID)
 }
 
+func (s *Store) LatestSnapshotDigest(ctx context.Context, envID string) ([]byte, error) {
+	return s.reader().LatestSnapshotDigest(ctx, envID)
+}
 func (s *Store) LatestSnapshot(ctx context.Context, envID string) (store.Snapshot, error) {
 	return s.reader().LatestSnapshot(ctx, envID)
 }

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Attestations", testAttestations},
 		{"CustomTypes", testCustomTypes},
 		{"Controls", testControls},
+		{"Snapshots", testSnapshots},
 		{"Applied", testApplied},
 		{"Dirty", testDirty},
 		{"Visible", testVisible},
