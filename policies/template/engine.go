@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/veritrail/veritrail/policies/rego"
 )
 
 // TrailInput is everything reported to one trail.
@@ -79,7 +81,7 @@ type EngineOptions struct {
 // Engine evaluates trails against flow templates. Each template version (Template.ID) is compiled and prepared
 // once, then shared. Safe for concurrent use.
 type Engine struct {
-	queries *QueryCache
+	queries *rego.QueryCache
 	timeout time.Duration
 }
 
@@ -88,11 +90,11 @@ func NewEngine(opts EngineOptions) *Engine {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	return &Engine{queries: NewQueryCache(opts.CacheSize), timeout: opts.Timeout}
+	return &Engine{queries: rego.NewQueryCache(opts.CacheSize), timeout: opts.Timeout}
 }
 
 // Stats reports the prepared-query cache counters.
-func (e *Engine) Stats() CacheStats { return e.queries.Stats() }
+func (e *Engine) Stats() rego.CacheStats { return e.queries.Stats() }
 
 // Evaluate judges in against t (nil means a trail without a template: nothing is expected). t must not change
 // after Parse: its ID names its compiled query.
@@ -100,12 +102,12 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	if t == nil {
 		t = emptyTemplate
 	}
-	pq, err := e.queries.Prepared(ctx, t.key(), func() (QuerySpec, error) {
+	pq, err := e.queries.Prepared(ctx, t.key(), func() (rego.QuerySpec, error) {
 		mod, err := Compile(t)
 		if err != nil {
-			return QuerySpec{}, err
+			return rego.QuerySpec{}, err
 		}
-		return QuerySpec{Query: RegoQuery, Modules: map[string]string{"flowtemplate/" + t.key() + ".rego": mod}}, nil
+		return rego.QuerySpec{Query: RegoQuery, Modules: map[string]string{"flowtemplate/" + t.key() + ".rego": mod}}, nil
 	})
 	if err != nil {
 		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
@@ -119,7 +121,7 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
 		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
 	}
-	v, err := Eval(ctx, pq, input)
+	v, err := rego.Eval(ctx, pq, input)
 	if err != nil {
 		return TrailCompliance{}, fmt.Errorf("flow template %s: evaluate: %w", t.key(), err)
 	}
