@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	texttemplate "text/template"
+
+	"github.com/veritrail/veritrail/policies/yamlschema"
 )
 
 // Package and query of every compiled flow template.
@@ -58,7 +60,7 @@ func validateSpec(s TrailSpec) error {
 			return out
 		}(),
 	}}
-	v := newValidator(nil, doc)
+	v := newValidator(&yamlschema.Document{Value: doc})
 	v.checkSchema()
 	v.checkNames()
 	return v.err()
