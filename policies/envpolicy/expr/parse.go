@@ -114,7 +114,9 @@ func (p *parser) errAt(off int, format string, args ...any) *Error {
 	return newError(p.text, off, fmt.Sprintf(format, args...))
 }
 
-func (p *parser) errTok(format string, args ...any) *Error { return p.errAt(p.tok.off, format, args...) }
+func (p *parser) errTok(format string, args ...any) *Error {
+	return p.errAt(p.tok.off, format, args...)
+}
 
 func (p *parser) isWord(w string) bool { return p.tok.kind == tokIdent && p.tok.text == w }
 
