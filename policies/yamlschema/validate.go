@@ -95,14 +95,17 @@ func (v *Validator) AddAt(path []string, msg string, line, col int) {
 	v.problems = append(v.problems, p)
 }
 
-// Fields maps each field to its problems as one text, each message followed by " (line L, column C)" where known
-// and joined by "; ": the errors object of an API response.
+// Fields maps each field to its problems as one text, each message followed by " (line L, column C)" (or
+// " (line L)") where known and joined by "; ": the errors object of an API response.
 func Fields(problems []Problem) map[string]string {
 	fields := make(map[string]string, len(problems))
 	for _, p := range problems {
 		msg := p.Message
-		if p.Line > 0 {
+		switch {
+		case p.Line > 0 && p.Column > 0:
 			msg += fmt.Sprintf(" (line %d, column %d)", p.Line, p.Column)
+		case p.Line > 0:
+			msg += fmt.Sprintf(" (line %d)", p.Line)
 		}
 		if prev, ok := fields[p.Field]; ok {
 			if prev == msg || strings.Contains(prev, msg) {
