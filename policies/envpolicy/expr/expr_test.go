@@ -16,7 +16,7 @@ import (
 var (
 	highRisk = `{"name": "backend-ci", "tags": {"risk-level": "high", "app.kubernetes.io/name": "api", "priority": "2", "odd key": "x", "team": "payments"}}`
 	lowRisk  = `{"name": "docs", "tags": {"risk-level": "low", "priority": "10"}}`
-	noFlow   = `null`
+	noFlow   = `{"name": null, "tags": {}}`
 	artifact = `{"name": "prod:backend:1.2", "fingerprint": "3f2a1b7c"}`
 )
 
@@ -112,6 +112,10 @@ func TestExpressions(t *testing.T) {
 		{`flow.name == "it's \"quoted\" \\ here"`, "", false, false, false},
 		{`flow.name == '\'single\''`, `flow.name == "'single'"`, false, false, false},
 		{`flow.name == "café"`, "", false, false, false},
+		{`(flow.name == "docs") == true`, "", false, true, false},
+		{`exists(flow) != (flow.name == "x" or true)`, "", false, false, true},
+		{`not exists(flow) == false`, "", true, true, false},
+		{`matches(flow.name, "^b") or matches(flow.tags.team, "pay")`, "", true, false, false},
 	}
 	// "a or (b or c)" needs flows a, b, c: give them meaning through names.
 	for i := range tests {
@@ -164,8 +168,8 @@ func TestRegoReadsLikeTheExpression(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `expr_any([expr_all([expr_get(expr_get(flow, "tags"), "risk-level") == "high", ` +
-		`expr_matches(expr_get(artifact, "name"), "^prod:")]), expr_not(flow != null)])`
+	want := `(true in [(false in [object.get(flow.tags, "risk-level", null) == "high", ` +
+		`regex.match("^prod:", artifact.name)]) == false, (flow.name != null) == false])`
 	if got := e.Rego(); got != want {
 		t.Errorf("Rego\n got %s\nwant %s", got, want)
 	}

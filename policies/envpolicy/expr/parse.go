@@ -297,7 +297,7 @@ func (p *parser) parseList() (Node, error) {
 	return l, p.advance()
 }
 
-var paths = "flow.name, flow.tags.<key>, artifact.name and artifact.fingerprint"
+const paths = "flow.name, flow.tags.<key>, artifact.name and artifact.fingerprint"
 
 // parsePath checks a name such as flow.tags.risk-level; a tag key may also be given as flow.tags["any key"].
 func (p *parser) parsePath(t token) (Node, error) {

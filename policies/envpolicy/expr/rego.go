@@ -9,10 +9,7 @@ import (
 // RegoHelpers are the Rego functions that compiled expressions call. A module holding compiled expressions
 // includes them once. Every helper is total: a compiled expression is always true or false, never undefined and
 // never an error, whatever the input holds.
-const RegoHelpers = `# The value of key k in x; null when x is not an object or has no k (an artifact of no flow has flow = null).
-expr_get(x, k) := object.get(x, k, null) if is_object(x) else := null
-
-# x as a number when it is a number or a string written as one ("3", "-1.5"), else null.
+const RegoHelpers = `# x as a number when it is a number or a string written as one ("3", "-1.5"), else null.
 expr_num(x) := x if {
 	is_number(x)
 } else := to_number(x) if {
@@ -31,37 +28,49 @@ expr_le(a, b) := a <= b if expr_ordered(a, b) else := false
 
 expr_ge(a, b) := a >= b if expr_ordered(a, b) else := false
 
-expr_all(xs) := (false in xs) == false
-
-expr_any(xs) := true in xs
-
-expr_not(x) := x == false
-
 expr_matches(s, re) := regex.match(re, s) if is_string(s) else := false
 `
 
-// Rego returns e as a Rego term that is true or false, reading the context from the Rego variables flow (an
-// object, or null for an artifact of no flow) and artifact, and calling RegoHelpers.
-func (e *Expression) Rego() string {
-	var b strings.Builder
-	regoNode(&b, e.Root)
+// Rego returns e as a Rego term that is true or false, calling RegoHelpers and reading the context from two Rego
+// variables: flow, an object {name, tags} whose name is null for an artifact of no flow (and tags then {}), and
+// artifact, an object whose name and fingerprint are strings. A missing tag reads as null. Logic is written with
+// builtins only (no calls of Rego functions), so a condition costs little inside a rule body.
+func (e *Expression) Rego() string { return e.RegoWith("flow") }
+
+// RegoWith is Rego reading the flow from the Rego reference flow (such as t.flow) instead of the variable flow.
+func (e *Expression) RegoWith(flow string) string {
+	b := regoWriter{flow: flow}
+	b.node(e.Root)
 	return b.String()
+}
+
+type regoWriter struct {
+	strings.Builder
+	flow string
 }
 
 // RegoParams is the parameter list of a Rego function whose value is Rego(): "flow, artifact", with _ for what the
 // expression does not read (Rego's strict mode rejects unused arguments).
 func (e *Expression) RegoParams() string {
 	flow, artifact := "_", "_"
+	if e.Reads("flow") {
+		flow = "flow"
+	}
+	if e.Reads("artifact") {
+		artifact = "artifact"
+	}
+	return flow + ", " + artifact
+}
+
+// Reads reports whether e reads the context root (flow or artifact).
+func (e *Expression) Reads(root string) bool {
+	reads := false
 	walk(e.Root, func(n Node) {
-		if p, ok := n.(*Path); ok {
-			if p.Root == "flow" {
-				flow = "flow"
-			} else {
-				artifact = "artifact"
-			}
+		if p, ok := n.(*Path); ok && p.Root == root {
+			reads = true
 		}
 	})
-	return flow + ", " + artifact
+	return reads
 }
 
 // walk calls f for n and every node below it.
@@ -84,7 +93,7 @@ func walk(n Node, f func(Node)) {
 	}
 }
 
-func regoNode(b *strings.Builder, n Node) {
+func (b *regoWriter) node(n Node) {
 	switch n := n.(type) {
 	case *Bool:
 		if n.Value {
@@ -97,53 +106,70 @@ func regoNode(b *strings.Builder, n Node) {
 	case *String:
 		b.WriteString(regoString(n.Value))
 	case *Path:
-		regoPath(b, n)
+		b.path(n)
 	case *List:
 		b.WriteByte('[')
 		for i, x := range n.Elems {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			regoNode(b, x)
+			b.node(x)
 		}
 		b.WriteByte(']')
 	case *Not:
-		b.WriteString("expr_not(")
-		regoNode(b, n.X)
-		b.WriteByte(')')
+		b.WriteByte('(')
+		b.node(n.X)
+		b.WriteString(") == false")
 	case *Call:
 		switch n.Func {
 		case "exists":
-			regoNode(b, n.Args[0])
+			if p := n.Args[0].(*Path); p.Root == "flow" && p.Key == "" {
+				b.WriteString(b.flow + ".name != null") // flow and flow.tags exist together, when there is a flow
+				return
+			}
+			b.node(n.Args[0])
 			b.WriteString(" != null")
 		case "matches":
+			if p, ok := n.Args[0].(*Path); ok && p.Root == "artifact" {
+				// The artifact's name and fingerprint are always strings: the builtin needs no guard.
+				b.WriteString("regex.match(")
+				b.node(n.Args[1])
+				b.WriteString(", ")
+				b.node(n.Args[0])
+				b.WriteByte(')')
+				return
+			}
 			b.WriteString("expr_matches(")
-			regoNode(b, n.Args[0])
+			b.node(n.Args[0])
 			b.WriteString(", ")
-			regoNode(b, n.Args[1])
+			b.node(n.Args[1])
 			b.WriteByte(')')
 		}
 	case *Binary:
-		regoBinary(b, n)
+		b.binary(n)
 	}
 }
 
-func regoBinary(b *strings.Builder, n *Binary) {
+func (b *regoWriter) binary(n *Binary) {
 	switch n.Op {
 	case OpAnd, OpOr:
-		// a and b and c is one call over a flat list: the Rego reads like the expression.
+		// a and b and c is one test over a flat list: no false in it (and), or a true in it (or).
 		if n.Op == OpAnd {
-			b.WriteString("expr_all([")
+			b.WriteString("(false in [")
 		} else {
-			b.WriteString("expr_any([")
+			b.WriteString("(true in [")
 		}
 		for i, x := range flatten(n, n.Op, nil) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			regoNode(b, x)
+			b.node(x)
 		}
-		b.WriteString("])")
+		if n.Op == OpAnd {
+			b.WriteString("]) == false")
+		} else {
+			b.WriteString("])")
+		}
 		return
 	}
 	x, y := n.X, n.Y
@@ -153,13 +179,21 @@ func regoBinary(b *strings.Builder, n *Binary) {
 		numeric = x.Type() == TypeNumber || (len(l.Elems) > 0 && l.Elems[0].Type() == TypeNumber)
 	}
 	operand := func(m Node) {
-		if _, ok := m.(*Path); ok && numeric {
-			b.WriteString("expr_num(")
-			regoNode(b, m)
+		switch m := m.(type) {
+		case *Path:
+			if numeric {
+				b.WriteString("expr_num(")
+				b.node(m)
+				b.WriteByte(')')
+				return
+			}
+		case *Binary, *Not, *Call: // conditions written with an operator: (a == b) == true
+			b.WriteByte('(')
+			b.node(m)
 			b.WriteByte(')')
 			return
 		}
-		regoNode(b, m)
+		b.node(m)
 	}
 	switch n.Op {
 	case OpEq, OpNe, OpIn:
@@ -194,14 +228,18 @@ func flatten(n Node, op Op, out []Node) []Node {
 	return append(out, n)
 }
 
-func regoPath(b *strings.Builder, n *Path) {
+func (b *regoWriter) path(n *Path) {
 	switch {
+	case n.Field == "" && n.Root == "flow":
+		b.WriteString(b.flow)
 	case n.Field == "":
 		b.WriteString(n.Root)
-	case n.Key != "":
-		b.WriteString(`expr_get(expr_get(flow, "tags"), ` + regoString(n.Key) + ")")
+	case n.Root == "flow" && n.Key != "":
+		b.WriteString("object.get(" + b.flow + ".tags, " + regoString(n.Key) + ", null)")
+	case n.Root == "flow":
+		b.WriteString(b.flow + "." + n.Field)
 	default:
-		b.WriteString("expr_get(" + n.Root + ", " + regoString(n.Field) + ")")
+		b.WriteString(n.Root + "." + n.Field)
 	}
 }
 
