@@ -10,6 +10,7 @@ import (
 	texttemplate "text/template"
 
 	"github.com/veritrail/veritrail/policies/envpolicy/expr"
+	"github.com/veritrail/veritrail/policies/rego"
 )
 
 // Package and query of a compiled YAML policy.
@@ -139,7 +140,7 @@ func (d ruleDef) section(fast bool) (string, error) {
 	judge := fmt.Sprintf("judged(%s_ok, %s, judge_%s(artifact, %s))", f, ignored, f, applies)
 	if d.Type == RuleAttestation {
 		judge = fmt.Sprintf("judged(%s_ok, %s, judge_attestation(%s_rule.definition, %s, artifact, %s))",
-			f, ignored, f, regoString(d.wanted()), applies)
+			f, ignored, f, rego.Quote(d.wanted()), applies)
 	}
 	w("\n%s(artifact) := ", f)
 	if fast {
@@ -167,7 +168,7 @@ func (d ruleDef) section(fast bool) (string, error) {
 // constEvaluation is the evaluation of a rule that holds (ignored or not) with one resolution saying why.
 func constEvaluation(f string, ignored bool, typ, msg string) string {
 	return fmt.Sprintf(`{"rule": %s_rule, "satisfied": true, "ignored": %t, "resolutions": [{"type": %q, "message": %s, "context": {}}]}`,
-		f, ignored, typ, regoString(msg))
+		f, ignored, typ, rego.Quote(msg))
 }
 
 // check is the Rego expression that trail t has what an attestation rule asks for, read from the trail's index.
@@ -177,23 +178,14 @@ func (d ruleDef) check(t string) string {
 	a := d.Definition.(attestationDef)
 	if a.ForControl != nil {
 		if a.MustBeCompliant {
-			return fmt.Sprintf("%s.index.decisions[%s][%s].compliant == true", t, regoString(*a.ForControl), regoString(a.Name))
+			return fmt.Sprintf("%s.index.decisions[%s][%s].compliant == true", t, rego.Quote(*a.ForControl), rego.Quote(a.Name))
 		}
-		return fmt.Sprintf("object.get(%s.index.decisions, [%s, %s], null) != null", t, regoString(*a.ForControl), regoString(a.Name))
+		return fmt.Sprintf("object.get(%s.index.decisions, [%s, %s], null) != null", t, rego.Quote(*a.ForControl), rego.Quote(a.Name))
 	}
 	if a.MustBeCompliant {
-		return fmt.Sprintf("%s.index.attestations[%s][%s] == true", t, regoString(a.Name), regoString(a.Type))
+		return fmt.Sprintf("%s.index.attestations[%s][%s] == true", t, rego.Quote(a.Name), rego.Quote(a.Type))
 	}
-	return fmt.Sprintf("object.get(%s.index.attestations, [%s, %s], null) != null", t, regoString(a.Name), regoString(a.Type))
-}
-
-// regoString quotes s as a Rego string literal (JSON string syntax).
-func regoString(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
+	return fmt.Sprintf("object.get(%s.index.attestations, [%s, %s], null) != null", t, rego.Quote(a.Name), rego.Quote(a.Type))
 }
 
 // ruleDef is one rule as the API shows it: {type, id, definition}.

@@ -1,7 +1,6 @@
 package envpolicy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -113,16 +112,7 @@ var schemaJSON []byte
 
 // policySchema is the compiled copy of /work/shared/reference/environment-policy.schema.json.
 var policySchema = sync.OnceValue(func() *jsonschema.Schema {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
-	if err != nil {
-		panic("policies/envpolicy: embedded schema: " + err.Error())
-	}
-	c := jsonschema.NewCompiler()
-	const url = "https://docs.kosli.com/schemas/policy/v1"
-	if err := c.AddResource(url, doc); err != nil {
-		panic("policies/envpolicy: embedded schema: " + err.Error())
-	}
-	s, err := c.Compile(url)
+	s, err := yamlschema.CompileSchema("https://docs.kosli.com/schemas/policy/v1", schemaJSON)
 	if err != nil {
 		panic("policies/envpolicy: embedded schema: " + err.Error())
 	}

@@ -1,7 +1,6 @@
 package template
 
 import (
-	"bytes"
 	_ "embed"
 	"fmt"
 	"slices"
@@ -44,16 +43,7 @@ var schemaJSON []byte
 
 // flowTemplateSchema is the compiled copy of /work/shared/reference/flow-template.schema.json.
 var flowTemplateSchema = sync.OnceValue(func() *jsonschema.Schema {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
-	if err != nil {
-		panic("policies/template: embedded schema: " + err.Error())
-	}
-	c := jsonschema.NewCompiler()
-	const url = "https://docs.kosli.com/schemas/flow-template/v1"
-	if err := c.AddResource(url, doc); err != nil {
-		panic("policies/template: embedded schema: " + err.Error())
-	}
-	s, err := c.Compile(url)
+	s, err := yamlschema.CompileSchema("https://docs.kosli.com/schemas/flow-template/v1", schemaJSON)
 	if err != nil {
 		panic("policies/template: embedded schema: " + err.Error())
 	}

@@ -1,6 +1,7 @@
 package yamlschema
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"regexp"
@@ -16,6 +17,19 @@ import (
 )
 
 var printer = message.NewPrinter(language.English)
+
+// CompileSchema compiles the JSON Schema document doc, known by url.
+func CompileSchema(url string, doc []byte) (*jsonschema.Schema, error) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(url, v); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
 
 // Problem is one thing wrong with a document.
 type Problem struct {

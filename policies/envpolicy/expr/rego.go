@@ -1,9 +1,9 @@
 package expr
 
 import (
-	"bytes"
-	"encoding/json"
 	"strings"
+
+	"github.com/veritrail/veritrail/policies/rego"
 )
 
 // RegoHelpers are the Rego functions that compiled expressions call. A module holding compiled expressions
@@ -104,7 +104,7 @@ func (b *regoWriter) node(n Node) {
 	case *Number:
 		b.WriteString(n.Text)
 	case *String:
-		b.WriteString(regoString(n.Value))
+		b.WriteString(rego.Quote(n.Value))
 	case *Path:
 		b.path(n)
 	case *List:
@@ -235,19 +235,10 @@ func (b *regoWriter) path(n *Path) {
 	case n.Field == "":
 		b.WriteString(n.Root)
 	case n.Root == "flow" && n.Key != "":
-		b.WriteString("object.get(" + b.flow + ".tags, " + regoString(n.Key) + ", null)")
+		b.WriteString("object.get(" + b.flow + ".tags, " + rego.Quote(n.Key) + ", null)")
 	case n.Root == "flow":
 		b.WriteString(b.flow + "." + n.Field)
 	default:
 		b.WriteString(n.Root + "." + n.Field)
 	}
-}
-
-// regoString quotes s as a Rego string literal (JSON string syntax).
-func regoString(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
 }
