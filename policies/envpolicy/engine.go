@@ -135,7 +135,10 @@ func (e *Engine) Prepare(ctx context.Context, p *Policy) error {
 }
 
 func (e *Engine) prepared(ctx context.Context, p *Policy) (rego.PreparedQuery, error) {
-	pq, err := e.queries.Prepared(ctx, string(p.Kind)+":"+p.ID, func() (rego.QuerySpec, error) {
+	if p.ID == "" { // the ID names the prepared query: a policy built by hand would share one with others
+		return rego.PreparedQuery{}, fmt.Errorf("policy %s has no ID: make policies with Parse or ParseRego", p.Name)
+	}
+	pq, err := e.queries.Prepared(ctx, p.ID, func() (rego.QuerySpec, error) {
 		if p.Kind == KindRego {
 			return rawSpec(p), nil
 		}
@@ -216,9 +219,6 @@ func evaluate(ctx context.Context, p *Policy, pq rego.PreparedQuery, limit time.
 // side by side on up to GOMAXPROCS cores) and combines the verdicts per artifact, in order.
 func (e *Engine) EvaluateSnapshot(ctx context.Context, policies []*Policy, in *Input) ([]ArtifactResult, error) {
 	perPolicy := make([][]PolicyEvaluation, len(policies))
-	if len(policies) > 1 && len(in.Artifacts) > 1 {
-		in.terms() // build the documents once, before the evaluations share them
-	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, p := range policies {

@@ -571,6 +571,9 @@ func TestEngineCache(t *testing.T) {
 	if evals, err := e.Evaluate(context.Background(), a, NewInput(prod, nil)); err != nil || len(evals) != 0 {
 		t.Errorf("empty snapshot: %v %v", evals, err)
 	}
+	if _, err := e.Evaluate(context.Background(), &Policy{Name: "by hand", Kind: KindYAML}, in); err == nil {
+		t.Error("a policy without an ID was evaluated")
+	}
 }
 
 func TestEvaluateHonoursContext(t *testing.T) {
