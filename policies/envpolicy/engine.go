@@ -215,21 +215,37 @@ func evaluate(ctx context.Context, p *Policy, pq rego.PreparedQuery, limit time.
 	return out, nil
 }
 
-// EvaluateSnapshot judges every artifact of in against each policy (one evaluation per policy, policies evaluated
-// side by side on up to GOMAXPROCS cores) and combines the verdicts per artifact, in order.
+// parallelFrom is the snapshot size from which EvaluateSnapshot evaluates policies side by side. Below it the
+// evaluations run on the caller's goroutine: OPA's evaluation recurses deeply, and growing the stack of a fresh
+// goroutine costs more than evaluating a few artifacts.
+const parallelFrom = 64
+
+// EvaluateSnapshot judges every artifact of in against each policy (one evaluation per policy; for large
+// snapshots, policies evaluated side by side on up to GOMAXPROCS cores) and combines the verdicts per artifact,
+// in order.
 func (e *Engine) EvaluateSnapshot(ctx context.Context, policies []*Policy, in *Input) ([]ArtifactResult, error) {
 	perPolicy := make([][]PolicyEvaluation, len(policies))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, p := range policies {
-		g.Go(func() error {
-			evals, err := e.Evaluate(gctx, p, in)
+	if len(in.Artifacts) < parallelFrom || len(policies) < 2 {
+		for i, p := range policies {
+			evals, err := e.Evaluate(ctx, p, in)
+			if err != nil {
+				return nil, err
+			}
 			perPolicy[i] = evals
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+		}
+	} else {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for i, p := range policies {
+			g.Go(func() error {
+				evals, err := e.Evaluate(gctx, p, in)
+				perPolicy[i] = evals
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]ArtifactResult, len(in.Artifacts))
 	for j, a := range in.Artifacts {
