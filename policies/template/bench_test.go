@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/veritrail/veritrail/policies/rego"
 )
 
 // BenchmarkTrivialQuery is the baseline the Evaluate benchmarks are judged against on a noisy machine: a prepared
 // query (same options as every policy) that reads one input field, with a one-field parsed input.
 func BenchmarkTrivialQuery(b *testing.B) {
-	pq, err := prepare(context.Background(), func() (QuerySpec, error) {
-		return QuerySpec{Query: "data.x.y", Modules: map[string]string{"x.rego": "package x\n\ny := input.a == 1\n"}}, nil
-	})
+	pq, err := rego.Prepare(context.Background(),
+		rego.QuerySpec{Query: "data.x.y", Modules: map[string]string{"x.rego": "package x\n\ny := input.a == 1\n"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -21,7 +22,7 @@ func BenchmarkTrivialQuery(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Eval(ctx, pq, in); err != nil {
+		if _, err := rego.Eval(ctx, pq, in); err != nil {
 			b.Fatal(err)
 		}
 	}

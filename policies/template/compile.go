@@ -3,9 +3,11 @@ package template
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"strings"
 	texttemplate "text/template"
+
+	"github.com/veritrail/veritrail/policies/rego"
+	"github.com/veritrail/veritrail/policies/yamlschema"
 )
 
 // Package and query of every compiled flow template.
@@ -58,7 +60,7 @@ func validateSpec(s TrailSpec) error {
 			return out
 		}(),
 	}}
-	v := newValidator(nil, doc)
+	v := newValidator(&yamlschema.Document{Value: doc})
 	v.checkSchema()
 	v.checkNames()
 	return v.err()
@@ -80,7 +82,7 @@ func expectedLiteral(es []Expected, indent string) string {
 	var b strings.Builder
 	b.WriteString("[\n")
 	for _, e := range es {
-		b.WriteString(indent + `{"name": ` + regoString(e.Name) + `, "type": ` + regoString(e.Type) + "},\n")
+		b.WriteString(indent + `{"name": ` + rego.Quote(e.Name) + `, "type": ` + rego.Quote(e.Type) + "},\n")
 	}
 	b.WriteString(indent[:len(indent)-1] + "]")
 	return b.String()
@@ -93,18 +95,9 @@ func artifactsLiteral(as []ExpectedArtifact) string {
 	var b strings.Builder
 	b.WriteString("[\n")
 	for _, a := range as {
-		b.WriteString("\t{\"name\": " + regoString(a.Name) + ", \"attestations\": " +
+		b.WriteString("\t{\"name\": " + rego.Quote(a.Name) + ", \"attestations\": " +
 			expectedLiteral(a.Attestations, "\t\t") + "},\n")
 	}
 	b.WriteString("]")
 	return b.String()
-}
-
-// regoString quotes s as a Rego string literal (JSON string syntax).
-func regoString(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -54,9 +54,7 @@
 //
 // # OPA plumbing
 //
-// [QueryCache] holds what any Rego-backed policy needs: pinned capabilities (OPA's v1.22.2 builtins minus
-// network, runtime, clock and randomness), prepared queries shared across goroutines in a bounded LRU cache keyed
-// by an immutable version id, parsed input, and an explicit error for an undefined result.
+// Prepared queries, pinned capabilities and evaluation come from policies/rego, shared with environment policies.
 //
 // The Engine also keeps policy results by (template version, input signature). After binding, the policy sees only
 // the names, types and compliance of the latest attestations at each level, so the trails of one flow, which

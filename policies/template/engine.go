@@ -8,6 +8,8 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/veritrail/veritrail/policies/rego"
 )
 
 // TrailInput is everything reported to one trail.
@@ -84,7 +86,7 @@ type EngineOptions struct {
 // Engine evaluates trails against flow templates. Each template version (Template.ID) is compiled and prepared
 // once, then shared. Safe for concurrent use.
 type Engine struct {
-	queries *QueryCache
+	queries *rego.QueryCache
 	timeout time.Duration
 	results *lru.Cache[string, ast.Value] // nil when disabled
 }
@@ -97,7 +99,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	e := &Engine{queries: NewQueryCache(opts.CacheSize), timeout: opts.Timeout}
+	e := &Engine{queries: rego.NewQueryCache(opts.CacheSize), timeout: opts.Timeout}
 	if opts.ResultCacheSize == 0 {
 		opts.ResultCacheSize = 4096
 	}
@@ -108,7 +110,7 @@ func NewEngine(opts EngineOptions) *Engine {
 }
 
 // Stats reports the prepared-query cache counters.
-func (e *Engine) Stats() CacheStats { return e.queries.Stats() }
+func (e *Engine) Stats() rego.CacheStats { return e.queries.Stats() }
 
 // Evaluate judges in against t (nil means a trail without a template: nothing is expected). t must not change
 // after Parse: its ID names its compiled query.
@@ -116,12 +118,12 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	if t == nil {
 		t = emptyTemplate
 	}
-	pq, err := e.queries.Prepared(ctx, t.key(), func() (QuerySpec, error) {
+	pq, err := e.queries.Prepared(ctx, t.key(), func() (rego.QuerySpec, error) {
 		mod, err := Compile(t)
 		if err != nil {
-			return QuerySpec{}, err
+			return rego.QuerySpec{}, err
 		}
-		return QuerySpec{Query: RegoQuery, Modules: map[string]string{"flowtemplate/" + t.key() + ".rego": mod}}, nil
+		return rego.QuerySpec{Query: RegoQuery, Modules: map[string]string{"flowtemplate/" + t.key() + ".rego": mod}}, nil
 	})
 	if err != nil {
 		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
@@ -144,7 +146,7 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 		if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
 			return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
 		}
-		if v, err = Eval(ctx, pq, input); err != nil {
+		if v, err = rego.Eval(ctx, pq, input); err != nil {
 			return TrailCompliance{}, fmt.Errorf("flow template %s: evaluate: %w", t.key(), err)
 		}
 		if key != "" {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/veritrail/veritrail/policies/rego"
 )
 
 // Builders for inputs and expected statuses.
@@ -781,66 +781,14 @@ func TestEvaluateTimeLimit(t *testing.T) {
 	})
 	t.Run("engine limit", func(t *testing.T) {
 		e := NewEngine(EngineOptions{Timeout: 20 * time.Millisecond})
-		if _, err := e.queries.Prepared(context.Background(), tpl.ID, func() (QuerySpec, error) {
+		if _, err := e.queries.Prepared(context.Background(), tpl.ID, func() (rego.QuerySpec, error) {
 			mod, err := Compile(tpl)
-			return QuerySpec{Query: RegoQuery, Modules: map[string]string{"t.rego": mod}}, err
+			return rego.QuerySpec{Query: RegoQuery, Modules: map[string]string{"t.rego": mod}}, err
 		}); err != nil {
 			t.Fatal(err)
 		}
 		check(t, e, context.Background())
 	})
-}
-
-func TestQueryCacheCapabilities(t *testing.T) {
-	for _, call := range []string{
-		`http.send({"method": "get", "url": "http://example.com"})`,
-		`net.lookup_ip_addr("example.com")`,
-		`opa.runtime()`,
-		`time.now_ns()`,
-		`rand.intn("x", 10)`,
-		`uuid.rfc4122("x")`,
-	} {
-		t.Run(call, func(t *testing.T) {
-			c := NewQueryCache(4)
-			_, err := c.Prepared(context.Background(), "k", func() (QuerySpec, error) {
-				return QuerySpec{Query: "data.x.y", Modules: map[string]string{"x.rego": "package x\n\ny := " + call + "\n"}}, nil
-			})
-			if err == nil || !strings.Contains(err.Error(), "undefined function") {
-				t.Errorf("err = %v, want undefined function", err)
-			}
-			if c.Stats().Len != 0 {
-				t.Error("failed preparation stayed in the cache")
-			}
-		})
-	}
-	// Pure builtins stay.
-	c := NewQueryCache(4)
-	pq, err := c.Prepared(context.Background(), "ok", func() (QuerySpec, error) {
-		return QuerySpec{Query: "data.x.y", Modules: map[string]string{"x.rego": `package x
-
-y := net.cidr_contains("10.0.0.0/8", "10.1.2.3")
-`}}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := Eval(context.Background(), pq, ast.NewObject())
-	if err != nil || v.Compare(ast.Boolean(true)) != 0 {
-		t.Errorf("Eval = %v, %v", v, err)
-	}
-}
-
-func TestQueryCacheUndefined(t *testing.T) {
-	c := NewQueryCache(4)
-	pq, err := c.Prepared(context.Background(), "k", func() (QuerySpec, error) {
-		return QuerySpec{Query: "data.x.y", Modules: map[string]string{"x.rego": "package x\n\ny if input.go == true\n"}}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Eval(context.Background(), pq, ast.NewObject()); !errors.Is(err, ErrUndefined) {
-		t.Errorf("err = %v, want ErrUndefined", err)
-	}
 }
 
 // releaseFlow is the release-flow-template example with every artifact and attestation reported, compliant.
@@ -944,9 +892,8 @@ func BenchmarkPrepare(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := prepare(context.Background(), func() (QuerySpec, error) {
-			return QuerySpec{Query: RegoQuery, Modules: map[string]string{"t.rego": mod}}, nil
-		}); err != nil {
+		if _, err := rego.Prepare(context.Background(),
+			rego.QuerySpec{Query: RegoQuery, Modules: map[string]string{"t.rego": mod}}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	texttemplate "text/template"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/veritrail/veritrail/policies/rego"
 )
 
 // The policy before Go took over binding and the choice of the latest attestation and artifact
@@ -24,12 +26,12 @@ func referenceEngine(t testing.TB) func(*Template, TrailInput) (TrailCompliance,
 		t.Fatal(err)
 	}
 	tmpl := texttemplate.Must(texttemplate.New("reference").Parse(string(src)))
-	cache := NewQueryCache(64)
+	cache := rego.NewQueryCache(64)
 	return func(tpl *Template, in TrailInput) (TrailCompliance, error) {
 		if tpl == nil {
 			tpl = emptyTemplate
 		}
-		pq, err := cache.Prepared(context.Background(), tpl.key(), func() (QuerySpec, error) {
+		pq, err := cache.Prepared(context.Background(), tpl.key(), func() (rego.QuerySpec, error) {
 			var b bytes.Buffer
 			err := tmpl.Execute(&b, map[string]any{
 				"ID":                tpl.key(),
@@ -37,12 +39,12 @@ func referenceEngine(t testing.TB) func(*Template, TrailInput) (TrailCompliance,
 				"TrailAttestations": expectedLiteral(tpl.Trail.Attestations, "\t"),
 				"Artifacts":         artifactsLiteral(tpl.Trail.Artifacts),
 			})
-			return QuerySpec{Query: RegoQuery, Modules: map[string]string{"reference.rego": b.String()}}, err
+			return rego.QuerySpec{Query: RegoQuery, Modules: map[string]string{"reference.rego": b.String()}}, err
 		})
 		if err != nil {
 			return TrailCompliance{}, err
 		}
-		v, err := Eval(context.Background(), pq, referenceInput(in))
+		v, err := rego.Eval(context.Background(), pq, referenceInput(in))
 		if err != nil {
 			return TrailCompliance{}, err
 		}

@@ -1,17 +1,13 @@
 package template
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"regexp"
-	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/veritrail/veritrail/policies/yamlschema"
 )
 
 // MaxContentSize is the largest template Parse accepts (the API's limit for a template_file part).
@@ -59,101 +55,28 @@ func Parse(content []byte) (*Template, error) {
 		return nil, fieldError(fieldTemplateFile,
 			fmt.Sprintf("is %d bytes; a template may be at most %d bytes", len(content), MaxContentSize))
 	}
-	root, err := decodeYAML(content)
+	doc, err := yamlschema.Decode(content)
 	if err != nil {
-		return nil, err
-	}
-	var doc any
-	if root != nil {
-		if err := root.Decode(&doc); err != nil {
-			return nil, fieldError(fieldTemplateFile, "is not valid YAML: "+yamlMessage(err, content))
+		var se *yamlschema.SyntaxError
+		if errors.As(err, &se) && !se.Documents {
+			return nil, fieldError(fieldTemplateFile, "is not valid YAML: "+se.Error())
 		}
+		return nil, fieldError(fieldTemplateFile, err.Error())
 	}
-	if doc == nil { // empty content, comments only, or a null document
-		doc = map[string]any{}
+	if doc.Value == nil { // empty content, comments only, or a null document
+		doc.Value = map[string]any{}
 	}
-	doc = toJSONValue(doc)
 
-	v := newValidator(root, doc)
+	v := newValidator(doc)
 	v.checkSchema()
 	v.checkNames()
 	if err := v.err(); err != nil {
 		return nil, err
 	}
 
-	t := &Template{Content: string(content), Version: 1, Trail: specFrom(doc.(map[string]any))}
+	t := &Template{Content: string(content), Version: 1, Trail: specFrom(doc.Value.(map[string]any))}
 	t.ID = t.Trail.id(t.Version)
 	return t, nil
-}
-
-// decodeYAML returns the root node of the single YAML document in content, or nil when there is none.
-func decodeYAML(content []byte) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(content))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil
-		}
-		return nil, fieldError(fieldTemplateFile, "is not valid YAML: "+yamlMessage(err, content))
-	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-	case err != nil:
-		return nil, fieldError(fieldTemplateFile, "is not valid YAML: "+yamlMessage(err, content))
-	default:
-		return nil, fieldError(fieldTemplateFile,
-			fmt.Sprintf("must hold a single YAML document; another one starts at line %d", extra.Line))
-	}
-	if len(doc.Content) == 0 {
-		return nil, nil
-	}
-	return doc.Content[0], nil
-}
-
-// yamlMessage is a YAML library error without its "yaml: " prefix, on one line, with a line number wherever one
-// can be found. (gopkg.in/yaml.v3 reports lines, not columns, and leaves out "line 1".)
-func yamlMessage(err error, content []byte) string {
-	var te *yaml.TypeError
-	msg := err.Error()
-	if errors.As(err, &te) {
-		msg = strings.Join(te.Errors, "; ")
-	}
-	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "yaml: "), "\n", " ")
-	if strings.HasPrefix(msg, "line ") {
-		return msg
-	}
-	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
-		if line, col, ok := findAlias(content, m[1]); ok {
-			return fmt.Sprintf("line %d, column %d: %s", line, col, msg)
-		}
-		return msg
-	}
-	for _, s := range positionless {
-		if strings.Contains(msg, s) {
-			return msg
-		}
-	}
-	// The scanner and parser only leave the line out when it is the first one.
-	return "line 1: " + msg
-}
-
-var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
-
-// positionless are the YAML errors that carry no position at all.
-var positionless = []string{"exceeded max depth", "excessive aliasing", "contains itself", "already defined"}
-
-// findAlias returns the 1-based line and column of the first "*name" alias in content.
-func findAlias(content []byte, name string) (line, col int, ok bool) {
-	re := regexp.MustCompile(`\*` + regexp.QuoteMeta(name) + `(?:[\s,\]}]|$)`)
-	loc := re.FindIndex(content)
-	if loc == nil {
-		return 0, 0, false
-	}
-	before := content[:loc[0]]
-	line = bytes.Count(before, []byte("\n")) + 1
-	col = loc[0] - (bytes.LastIndexByte(before, '\n') + 1) + 1
-	return line, col, true
 }
 
 // specFrom builds the trail spec of a schema-valid document.

@@ -1,4 +1,8 @@
-package template
+// Package rego is the OPA plumbing every Rego-backed policy shares: capabilities pinned to one OPA release without
+// network, runtime, clock or randomness; prepared queries cached per immutable version and shared across
+// goroutines; evaluation with parsed input and an explicit error for an undefined result; and OPA's unit-test
+// runner under the same capabilities.
+package rego
 
 import (
 	"context"
@@ -9,10 +13,8 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
+	oparego "github.com/open-policy-agent/opa/v1/rego"
 )
-
-// This file is the OPA plumbing any Rego-backed policy needs; environment policies will share it.
 
 // CapabilitiesVersion is the OPA release whose builtins compiled policies may use. Pinning it keeps an OPA upgrade
 // from changing what a stored policy means.
@@ -34,7 +36,7 @@ var deniedBuiltins = []string{
 var Capabilities = sync.OnceValue(func() *ast.Capabilities {
 	c, err := ast.LoadCapabilitiesVersion(CapabilitiesVersion)
 	if err != nil {
-		panic("policies/template: OPA capabilities " + CapabilitiesVersion + ": " + err.Error())
+		panic("policies/rego: OPA capabilities " + CapabilitiesVersion + ": " + err.Error())
 	}
 	c.Builtins = slices.DeleteFunc(c.Builtins, func(b *ast.Builtin) bool {
 		return b.Nondeterministic || slices.Contains(deniedBuiltins, b.Name)
@@ -45,6 +47,9 @@ var Capabilities = sync.OnceValue(func() *ast.Capabilities {
 
 // ErrUndefined is returned when a query has no result: a policy bug, never a verdict.
 var ErrUndefined = errors.New("policy result is undefined")
+
+// PreparedQuery is a query compiled once and evaluated many times, concurrently.
+type PreparedQuery = oparego.PreparedEvalQuery
 
 // QuerySpec is what a prepared query is built from.
 type QuerySpec struct {
@@ -71,7 +76,7 @@ type QueryCache struct {
 
 type preparedEntry struct {
 	ready chan struct{} // closed when query and err are set
-	query rego.PreparedEvalQuery
+	query PreparedQuery
 	err   error
 }
 
@@ -88,7 +93,7 @@ func NewQueryCache(size int) *QueryCache {
 }
 
 // Prepared returns the prepared query of key, building it with build the first time.
-func (c *QueryCache) Prepared(ctx context.Context, key string, build func() (QuerySpec, error)) (rego.PreparedEvalQuery, error) {
+func (c *QueryCache) Prepared(ctx context.Context, key string, build func() (QuerySpec, error)) (PreparedQuery, error) {
 	c.mu.Lock()
 	e, ok := c.entries.Get(key)
 	if ok {
@@ -98,7 +103,7 @@ func (c *QueryCache) Prepared(ctx context.Context, key string, build func() (Que
 		case <-e.ready:
 			return e.query, e.err
 		case <-ctx.Done():
-			return rego.PreparedEvalQuery{}, ctx.Err()
+			return PreparedQuery{}, ctx.Err()
 		}
 	}
 	e = &preparedEntry{ready: make(chan struct{})}
@@ -106,8 +111,12 @@ func (c *QueryCache) Prepared(ctx context.Context, key string, build func() (Que
 	c.stats.Misses++
 	c.mu.Unlock()
 
-	// Prepare without the caller's cancellation: the result is shared with every other caller of key.
-	e.query, e.err = prepare(context.WithoutCancel(ctx), build)
+	spec, err := build()
+	if err == nil {
+		// Prepare without the caller's cancellation: the result is shared with every other caller of key.
+		e.query, err = Prepare(context.WithoutCancel(ctx), spec)
+	}
+	e.err = err
 	close(e.ready)
 	if e.err != nil {
 		c.mu.Lock()
@@ -128,37 +137,36 @@ func (c *QueryCache) Stats() CacheStats {
 	return s
 }
 
-func prepare(ctx context.Context, build func() (QuerySpec, error)) (rego.PreparedEvalQuery, error) {
-	spec, err := build()
-	if err != nil {
-		return rego.PreparedEvalQuery{}, err
-	}
-	opts := []func(*rego.Rego){
-		rego.Query(spec.Query),
-		rego.Capabilities(Capabilities()),
-		rego.SetRegoVersion(ast.RegoV1),
-		rego.Strict(true),
-		rego.StrictBuiltinErrors(true),
-		rego.EnablePrintStatements(false),
-		rego.GenerateJSON(astResult),
+// Prepare compiles spec under the pinned capabilities, in Rego v1 with strict checks and builtin errors raised
+// (a policy that misuses a builtin fails loudly instead of quietly deciding), print statements disabled.
+// Callers that evaluate a spec more than once go through a QueryCache.
+func Prepare(ctx context.Context, spec QuerySpec) (PreparedQuery, error) {
+	opts := []func(*oparego.Rego){
+		oparego.Query(spec.Query),
+		oparego.Capabilities(Capabilities()),
+		oparego.SetRegoVersion(ast.RegoV1),
+		oparego.Strict(true),
+		oparego.StrictBuiltinErrors(true),
+		oparego.EnablePrintStatements(false),
+		oparego.GenerateJSON(astResult),
 	}
 	for name, src := range spec.Modules {
-		opts = append(opts, rego.Module(name, src))
+		opts = append(opts, oparego.Module(name, src))
 	}
-	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	pq, err := oparego.New(opts...).PrepareForEval(ctx)
 	if err != nil {
-		return rego.PreparedEvalQuery{}, fmt.Errorf("prepare %s: %w", spec.Query, err)
+		return PreparedQuery{}, fmt.Errorf("prepare %s: %w", spec.Query, err)
 	}
 	return pq, nil
 }
 
 // astResult keeps results as AST values: callers read them directly instead of through map[string]any.
-func astResult(t *ast.Term, _ *rego.EvalContext) (any, error) { return t.Value, nil }
+func astResult(t *ast.Term, _ *oparego.EvalContext) (any, error) { return t.Value, nil }
 
-// Eval evaluates a query prepared by a QueryCache with parsed input and returns the value of its single
+// Eval evaluates a prepared query with parsed input and returns the value of its single
 // expression; ErrUndefined when there is none. The time limit is the context's.
-func Eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value) (ast.Value, error) {
-	rs, err := pq.Eval(ctx, rego.EvalParsedInput(input))
+func Eval(ctx context.Context, pq PreparedQuery, input ast.Value) (ast.Value, error) {
+	rs, err := pq.Eval(ctx, oparego.EvalParsedInput(input))
 	if err != nil {
 		return nil, err
 	}
