@@ -20,6 +20,7 @@ Commands:
   ingest     run the HTTP ingest tier on Kafka and PostgreSQL
   evaluate   run the evaluate tier on Kafka and PostgreSQL
   admin      manage organizations, users and API keys
+  policy     tools for policy authors: lint, compile and test environment policies
   bench      measure ingest and evaluator throughput against a bare Huma baseline, in-process
 
 Run 'veritrail <command> -h' for the flags of a command. Every flag can also be set with an
@@ -40,6 +41,8 @@ func run(ctx context.Context, args []string) error {
 		return runTier(ctx, "evaluate", args[1:], app.StartEvaluate)
 	case "admin":
 		return runAdmin(ctx, args[1:])
+	case "policy":
+		return runPolicy(ctx, args[1:], os.Stdout, os.Stderr)
 	case "bench":
 		return runBench(ctx, args[1:])
 	case "-h", "--help", "help":
