@@ -128,6 +128,9 @@ func New(cfg Config, d Deps) *API {
 	a.registerApprovals()
 	a.registerTags()
 	a.registerSnapshots()
+	a.registerServiceAccounts()
+	a.registerAPIKeys()
+	a.registerAudit()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

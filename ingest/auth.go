@@ -136,7 +136,8 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 		a.writeErr(ctx, apiError(http.StatusForbidden, "Access denied: this operation needs the %s privilege in organization '%s'", need, p.Org.Name))
 		return
 	}
-	if need == PrivRead {
+	// Reads (GET, whatever privilege they need) wait for the caller's writes; writes are audited.
+	if o.Method == http.MethodGet {
 		if !p.Anonymous {
 			a.tracker.Wait(ctx.Context(), p.KeyID)
 		}
