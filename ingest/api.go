@@ -42,6 +42,8 @@ type Config struct {
 	ConsistencyWait time.Duration
 	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
 	ConsistencyPoll time.Duration
+	// Limits sheds load; the zero value limits nothing.
+	Limits Limits
 }
 
 // Defaults fills unset fields.
@@ -66,7 +68,7 @@ type Deps struct {
 	Log       *slog.Logger
 	// Identities stores service accounts and keys, which the API writes directly.
 	Identities store.IdentityStore
-	// Now is the clock of key expiry; nil means time.Now.
+	// Now is the clock of key expiry and rate limits; nil means time.Now.
 	Now func() time.Time
 }
 
@@ -85,6 +87,7 @@ type API struct {
 	principals sync.Map
 	identities store.IdentityStore
 	clock      func() time.Time
+	limits     *limiter
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -99,7 +102,7 @@ func New(cfg Config, d Deps) *API {
 		d.Now = time.Now
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
-		identities: d.Identities, clock: d.Now}
+		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits)}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 
 	a.mux.Use(a.recoverPanics)
@@ -207,7 +210,7 @@ func op(method, path, id string, need Privilege, summary string, tags ...string)
 		Metadata:    map[string]any{privilegeKey: need},
 		Extensions:  map[string]any{"x-veritrail-privilege": string(need)},
 		Security:    []map[string][]string{{"bearer": {}}, {"basic": {}}},
-		Errors:      []int{400, 401, 403, 404},
+		Errors:      []int{400, 401, 403, 404, 429},
 	}
 	if publicOperation(id) {
 		if need != PrivRead {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,6 +133,9 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 		a.writeErr(ctx, err)
 		return
 	}
+	if !a.withinLimits(ctx, p) {
+		return
+	}
 	if !p.Anonymous && !allows(p.Role, need) {
 		a.writeErr(ctx, apiError(http.StatusForbidden, "Access denied: this operation needs the %s privilege in organization '%s'", need, p.Org.Name))
 		return
@@ -142,10 +146,33 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 			a.tracker.Wait(ctx.Context(), p.KeyID)
 		}
 	} else {
+		done, ok := a.limits.startWrite()
+		if !ok {
+			ctx.SetHeader("Retry-After", "1")
+			a.writeErr(ctx, apiError(http.StatusServiceUnavailable, "Too many writes in progress; retry shortly"))
+			return
+		}
+		defer done()
 		ctx = huma.WithValue(ctx, requestKey{}, &contract.Request{Operation: o.OperationID,
 			Target: strings.TrimPrefix(ctx.URL().Path, apiPrefix)})
 	}
 	next(huma.WithValue(ctx, principalKey{}, p))
+}
+
+// withinLimits takes the request's tokens, or answers 429 with Retry-After and reports false.
+func (a *API) withinLimits(ctx huma.Context, p *Principal) bool {
+	keyID := p.KeyID
+	if p.Anonymous {
+		keyID = "anonymous/" + p.Org.ID
+	}
+	refused, wait := a.limits.allow(a.clock(), keyID, p.Org.ID)
+	if wait <= 0 {
+		return true
+	}
+	secs := retryAfter(wait)
+	ctx.SetHeader("Retry-After", strconv.Itoa(secs))
+	a.writeErr(ctx, apiError(http.StatusTooManyRequests, "Rate limit of the %s exceeded; retry after %d s", refused, secs))
+	return false
 }
 
 // authenticate resolves the caller. Without a key, or with a valid key of another
