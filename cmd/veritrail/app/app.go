@@ -47,7 +47,7 @@ type Config struct {
 	BootstrapOrg   string
 	BootstrapToken string
 	Log            *slog.Logger
-	// Now is the clock of key expiry; nil means time.Now. Tests move it to expire keys.
+	// Now is the clock of key expiry and rate limits; nil means time.Now. Tests move it.
 	Now func() time.Time
 }
 
