@@ -97,11 +97,14 @@ type withBody struct {
 
 func (w withBody) BodyReader() io.Reader { return w.body }
 
-func orZero(f *float64) float64 {
-	if f == nil {
-		return 0
+// newKey is a new key of the account for secret; only the secret's hash is kept.
+func (a *API) newKey(sa store.ServiceAccount, secret, description string, expiresAt *float64) store.APIKey {
+	k := store.APIKey{ID: newID(), Hash: HashKey(secret), OrgID: sa.OrgID, ServiceAccountID: sa.ID, Name: sa.Name,
+		Description: description, Role: sa.Privilege, CreatedAt: unixSeconds(a.clock())}
+	if expiresAt != nil {
+		k.ExpiresAt = *expiresAt
 	}
-	return *f
+	return k
 }
 
 func (a *API) registerAPIKeys() {
@@ -136,8 +139,7 @@ func (a *API) registerAPIKeys() {
 			if err != nil {
 				return err
 			}
-			k = store.APIKey{ID: newID(), Hash: HashKey(secret), OrgID: p.Org.ID, ServiceAccountID: sa.ID, Name: sa.Name,
-				Description: description, Role: sa.Privilege, CreatedAt: unixSeconds(a.clock()), ExpiresAt: orZero(expiresAt)}
+			k = a.newKey(sa, secret, description, expiresAt)
 			return tx.CreateKey(ctx, k)
 		})
 		if err != nil {
@@ -234,13 +236,11 @@ func (a *API) registerAPIKeys() {
 			if old, err = a.liveKey(ctx, tx, sa, in.ID); err != nil {
 				return err
 			}
-			at := unixSeconds(a.clock())
-			fresh = store.APIKey{ID: newID(), Hash: HashKey(secret), OrgID: p.Org.ID, ServiceAccountID: sa.ID, Name: sa.Name,
-				Description: old.Description, Role: sa.Privilege, CreatedAt: at, ExpiresAt: orZero(expiresAt)}
+			fresh = a.newKey(sa, secret, old.Description, expiresAt)
 			if err := tx.CreateKey(ctx, fresh); err != nil {
 				return err
 			}
-			if err := tx.ExpireKeyBy(ctx, old.ID, at+grace*3600); err != nil {
+			if err := tx.ExpireKeyBy(ctx, old.ID, fresh.CreatedAt+grace*3600); err != nil {
 				return err
 			}
 			old, err = tx.KeyByID(ctx, old.ID)

@@ -162,14 +162,11 @@ func (a *API) registerServiceAccounts() {
 				sa.LastModifiedAt = unixSeconds(a.clock())
 				return tx.UpdateServiceAccount(ctx, sa)
 			})
-			var e *Error
-			switch {
-			case errors.As(err, &e):
-				return nil, e
-			case errors.Is(err, store.ErrConflict):
+			if errors.Is(err, store.ErrConflict) {
 				return nil, serviceAccountExists(sa.Name, p.Org)
-			case err != nil:
-				return nil, a.internal(ctx, "update service account", err)
+			}
+			if err != nil {
+				return nil, a.identityError(ctx, "update service account", err)
 			}
 			return &accountOutput{Body: serviceAccountView(sa)}, nil
 		})
