@@ -97,12 +97,15 @@ func (e *Evaluator) Handle(msg *message.Message) error {
 				return err
 			}
 		}
+		if err := recordAudit(msg.Context(), tx, env, store.AuditApplied); err != nil {
+			return err
+		}
 		return tx.MarkApplied(msg.Context(), env.ID, trailID, e.now())
 	})
 	if errors.Is(err, ErrPermanent) {
 		e.d.Log.Error("evaluate: message cannot be applied; acknowledged without effect",
 			"id", env.ID, "kind", env.Kind, "org", env.OrgID, "err", err)
-		return e.markApplied(msg.Context(), env.ID)
+		return e.markApplied(msg.Context(), env)
 	}
 	if err != nil {
 		return fmt.Errorf("evaluate: apply %s %s: %w", env.Kind, env.ID, err)
@@ -155,6 +158,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 				}
 				trails = append(trails, trailID)
 			}
+			if err := recordAudit(ctx, tx, env, store.AuditApplied); err != nil {
+				return err
+			}
 			if err := tx.MarkApplied(ctx, env.ID, trailID, e.now()); err != nil {
 				return err
 			}
@@ -184,14 +190,18 @@ func (e *Evaluator) handleEach(msgs []*message.Message) (int, error) {
 	return len(msgs), nil
 }
 
-// markApplied records a permanently failed message as applied so read-your-writes waiters do not hang on it.
-func (e *Evaluator) markApplied(ctx context.Context, id string) error {
+// markApplied records a permanently failed message as applied so read-your-writes waiters do
+// not hang on it, and audits it as rejected: it was answered 2xx, so it must be in the log.
+func (e *Evaluator) markApplied(ctx context.Context, env *contract.Envelope) error {
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
-		done, err := tx.Applied(ctx, id)
+		done, err := tx.Applied(ctx, env.ID)
 		if err != nil || done {
 			return err
 		}
-		return tx.MarkApplied(ctx, id, "", e.now())
+		if err := recordAudit(ctx, tx, env, store.AuditRejected); err != nil {
+			return err
+		}
+		return tx.MarkApplied(ctx, env.ID, "", e.now())
 	})
 	e.notify()
 	return err

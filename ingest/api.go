@@ -42,6 +42,8 @@ type Config struct {
 	ConsistencyWait time.Duration
 	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
 	ConsistencyPoll time.Duration
+	// Limits sheds load; the zero value limits nothing.
+	Limits Limits
 }
 
 // Defaults fills unset fields.
@@ -64,6 +66,10 @@ type Deps struct {
 	Publisher message.Publisher
 	Blobs     blobs.Store
 	Log       *slog.Logger
+	// Identities stores service accounts and keys, which the API writes directly.
+	Identities store.IdentityStore
+	// Now is the clock of key expiry and rate limits; nil means time.Now.
+	Now func() time.Time
 }
 
 // API is the HTTP API.
@@ -79,6 +85,9 @@ type API struct {
 	types   *typeCache
 	// principals caches resolved keys briefly (see principalTTL).
 	principals sync.Map
+	identities store.IdentityStore
+	clock      func() time.Time
+	limits     *limiter
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -89,7 +98,11 @@ func New(cfg Config, d Deps) *API {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache()}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
+		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits)}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 
 	a.mux.Use(a.recoverPanics)
@@ -119,6 +132,9 @@ func New(cfg Config, d Deps) *API {
 	a.registerTags()
 	a.registerControls()
 	a.registerSnapshots()
+	a.registerServiceAccounts()
+	a.registerAPIKeys()
+	a.registerAudit()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -183,9 +199,10 @@ func (a *API) internal(_ context.Context, what string, err error) *Error {
 	return apiError(http.StatusInternalServerError, "Internal error while trying to %s", what)
 }
 
-// op declares an operation with the privilege it needs; authorize enforces it.
+// op declares an operation with the privilege it needs; authorize enforces it. Whether
+// anonymous callers may use it in a public organization is declared by publicOperation.
 func op(method, path, id string, need Privilege, summary string, tags ...string) huma.Operation {
-	return huma.Operation{
+	o := huma.Operation{
 		OperationID: id,
 		Method:      method,
 		Path:        "/api/v2" + path,
@@ -194,8 +211,17 @@ func op(method, path, id string, need Privilege, summary string, tags ...string)
 		Metadata:    map[string]any{privilegeKey: need},
 		Extensions:  map[string]any{"x-veritrail-privilege": string(need)},
 		Security:    []map[string][]string{{"bearer": {}}, {"basic": {}}},
-		Errors:      []int{400, 401, 403, 404},
+		Errors:      []int{400, 401, 403, 404, 429},
 	}
+	if publicOperation(id) {
+		if need != PrivRead {
+			panic(fmt.Sprintf("ingest: operation %s is public but needs the %s privilege", id, need))
+		}
+		o.Metadata[publicKey] = true
+		o.Extensions["x-veritrail-public"] = true
+		o.Security = append(o.Security, map[string][]string{}) // no key, in a public organization
+	}
+	return o
 }
 
 // publish makes env durable on the bus and remembers it for the caller's next read.
@@ -204,6 +230,7 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 	env.OrgID = p.Org.ID
 	env.Actor = contract.Actor{KeyID: p.KeyID, Name: p.Name}
 	env.At = now()
+	env.Request = requestFrom(ctx)
 	payload, err := contract.Marshal(env)
 	if err != nil {
 		return a.internal(ctx, "encode message", err)

@@ -7,12 +7,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
 )
 
 // Privilege is what an operation needs. Every operation declares one (see op), and one hook,
@@ -20,35 +22,71 @@ import (
 type Privilege string
 
 const (
-	PrivRead  Privilege = "read"
-	PrivWrite Privilege = "write"
-	PrivAdmin Privilege = "admin"
+	PrivRead     Privilege = "read"     // every read
+	PrivSnapshot Privilege = "snapshot" // reporting an environment snapshot
+	PrivWrite    Privilege = "write"    // every other evidence write
+	PrivAdmin    Privilege = "admin"    // service accounts, API keys, the audit log
 )
 
-const privilegeKey = "privilege"
+const (
+	privilegeKey = "privilege"
+	publicKey    = "public"
+	apiPrefix    = "/api/v2"
+)
 
-// allows is the role table. New roles (service accounts, snapshotter) extend it here.
+// allows is the role table: the privileges each role holds. Users hold the role of their
+// membership, service accounts their privilege.
 func allows(role store.Role, need Privilege) bool {
-	switch need {
-	case PrivRead:
-		return role == store.RoleReader || role == store.RoleMember || role == store.RoleAdmin
-	case PrivWrite:
-		return role == store.RoleMember || role == store.RoleAdmin
-	case PrivAdmin:
-		return role == store.RoleAdmin
+	switch role {
+	case store.RoleAdmin:
+		return need == PrivRead || need == PrivSnapshot || need == PrivWrite || need == PrivAdmin
+	case store.RoleMember:
+		return need == PrivRead || need == PrivSnapshot || need == PrivWrite
+	case store.RoleSnapshotter:
+		return need == PrivSnapshot
+	case store.RoleReader:
+		return need == PrivRead
 	}
 	return false
 }
 
-// Principal is the authenticated caller acting in one organization.
+// publicOperation lists the operations an unauthenticated caller may use in a public
+// organization: the reads of its flows, trails, artifacts, environments and snapshots. Every
+// other operation (attestations, approvals, custom types, search, service accounts, keys, the
+// audit log, any write) needs a key of the organization even there.
+func publicOperation(id string) bool {
+	switch id {
+	case "getFlow", "listFlows",
+		"getTrail", "listTrails",
+		"getArtifact", "getArtifactsByCommit", "latestCommit", "listArtifacts",
+		"getEnvironment", "listEnvironments", "listEnvironmentEvents",
+		"getSnapshot", "listSnapshots", "diffSnapshots":
+		return true
+	}
+	return false
+}
+
+// Principal is the caller acting in one organization: a key's holder, or an anonymous
+// reader of a public organization.
 type Principal struct {
-	KeyID string
-	Name  string // display name: created_by, reported_by
-	Org   store.Org
-	Role  store.Role
+	KeyID     string
+	Name      string // display name: created_by, reported_by
+	Org       store.Org
+	Role      store.Role
+	Anonymous bool
+	// expiresAt is when the key stops working (0 = never): a cached principal must not outlive it.
+	expiresAt float64
 }
 
 type principalKey struct{}
+
+type requestKey struct{}
+
+// requestFrom is the audit description of the write being handled, set by authorize.
+func requestFrom(ctx context.Context) *contract.Request {
+	r, _ := ctx.Value(requestKey{}).(*contract.Request)
+	return r
+}
 
 func principalFrom(ctx context.Context) *Principal {
 	p, _ := ctx.Value(principalKey{}).(*Principal)
@@ -78,33 +116,105 @@ func bearer(h string) string {
 	return ""
 }
 
-// authorize is the one authorization hook: it authenticates the key, resolves the
-// organization in the path, checks the operation's declared privilege, and then waits for
-// the caller's own pending writes before a read (read your writes).
+// authorize is the one authorization hook: it authenticates the key (or admits an anonymous
+// reader of a public organization), resolves the organization in the path, checks the
+// operation's declared privilege, and then waits for the caller's own pending writes before a
+// read (read your writes). Nothing a handler does happens before these checks pass.
 func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
-	need, _ := ctx.Operation().Metadata[privilegeKey].(Privilege)
+	o := ctx.Operation()
+	need, _ := o.Metadata[privilegeKey].(Privilege)
 	if need == "" {
 		next(ctx)
 		return
 	}
-	secret := bearer(ctx.Header("Authorization"))
-	if secret == "" {
-		a.writeErr(ctx, apiError(http.StatusUnauthorized, "Authentication required: send an API key as 'Authorization: Bearer <key>'"))
-		return
-	}
-	p, err := a.principal(ctx.Context(), secret, ctx.Param("org"))
+	public, _ := o.Metadata[publicKey].(bool)
+	p, err := a.authenticate(ctx.Context(), ctx.Header("Authorization"), ctx.Param("org"), public)
 	if err != nil {
 		a.writeErr(ctx, err)
 		return
 	}
-	if !allows(p.Role, need) {
+	if !a.withinLimits(ctx, p) {
+		return
+	}
+	if !p.Anonymous && !allows(p.Role, need) {
 		a.writeErr(ctx, apiError(http.StatusForbidden, "Access denied: this operation needs the %s privilege in organization '%s'", need, p.Org.Name))
 		return
 	}
-	if need == PrivRead {
-		a.tracker.Wait(ctx.Context(), p.KeyID)
+	// Reads (GET, whatever privilege they need) wait for the caller's writes; writes are audited.
+	if o.Method == http.MethodGet {
+		if !p.Anonymous {
+			a.tracker.Wait(ctx.Context(), p.KeyID)
+		}
+	} else {
+		done, ok := a.limits.startWrite()
+		if !ok {
+			ctx.SetHeader("Retry-After", "1")
+			a.writeErr(ctx, apiError(http.StatusServiceUnavailable, "Too many writes in progress; retry shortly"))
+			return
+		}
+		defer done()
+		ctx = huma.WithValue(ctx, requestKey{}, &contract.Request{Operation: o.OperationID,
+			Target: strings.TrimPrefix(ctx.URL().Path, apiPrefix)})
 	}
 	next(huma.WithValue(ctx, principalKey{}, p))
+}
+
+// withinLimits takes the request's tokens, or answers 429 with Retry-After and reports false.
+func (a *API) withinLimits(ctx huma.Context, p *Principal) bool {
+	keyID := p.KeyID
+	if p.Anonymous {
+		keyID = "anonymous/" + p.Org.ID
+	}
+	refused, wait := a.limits.allow(a.clock(), keyID, p.Org.ID)
+	if wait <= 0 {
+		return true
+	}
+	secs := retryAfter(wait)
+	ctx.SetHeader("Retry-After", strconv.Itoa(secs))
+	a.writeErr(ctx, apiError(http.StatusTooManyRequests, "Rate limit of the %s exceeded; retry after %d s", refused, secs))
+	return false
+}
+
+// authenticate resolves the caller. Without a key, or with a valid key of another
+// organization, a public operation of a public organization is served anonymously; an
+// invalid, expired or revoked key is refused even there.
+func (a *API) authenticate(ctx context.Context, header, orgName string, public bool) (*Principal, error) {
+	secret := bearer(header)
+	if secret == "" {
+		if public {
+			if p, err := a.anonymous(ctx, orgName); p != nil || err != nil {
+				return p, err
+			}
+		}
+		return nil, apiError(http.StatusUnauthorized, "Authentication required: send an API key as 'Authorization: Bearer <key>'")
+	}
+	p, err := a.principal(ctx, secret, orgName)
+	var e *Error
+	if public && errors.As(err, &e) && e.Status == http.StatusForbidden {
+		if anon, aerr := a.anonymous(ctx, orgName); anon != nil || aerr != nil {
+			return anon, aerr
+		}
+	}
+	return p, err
+}
+
+// anonymous is the anonymous principal of a public organization, nil when the organization is
+// not public or does not exist (the caller cannot tell which).
+func (a *API) anonymous(ctx context.Context, orgName string) (*Principal, error) {
+	key := "\x01" + orgName // never a key's entry (hash, NUL, name): organization names hold no NUL
+	if p, ok := a.cachedPrincipal(key); ok {
+		return p, nil
+	}
+	org, err := a.store.OrgByName(ctx, orgName)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !org.Public) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, a.internal(ctx, "look up organization", err)
+	}
+	p := &Principal{Name: "anonymous", Org: org, Anonymous: true}
+	a.cachePrincipal(key, p)
+	return p, nil
 }
 
 // principalTTL is how long a resolved key is trusted without asking the store again: the
@@ -121,18 +231,42 @@ type cachedPrincipal struct {
 func (a *API) principal(ctx context.Context, secret, orgName string) (*Principal, error) {
 	h := HashKey(secret)
 	key := string(h) + "\x00" + orgName
-	if v, ok := a.principals.Load(key); ok {
-		if c := v.(cachedPrincipal); time.Now().Before(c.expires) {
-			return c.p, nil
-		}
-		a.principals.Delete(key)
+	if p, ok := a.cachedPrincipal(key); ok {
+		return p, nil
 	}
 	p, err := a.resolvePrincipal(ctx, h, orgName)
 	if err == nil {
-		a.principals.Store(key, cachedPrincipal{p: p, expires: time.Now().Add(principalTTL)})
+		a.cachePrincipal(key, p)
 	}
 	return p, err
 }
+
+func (a *API) cachedPrincipal(key string) (*Principal, bool) {
+	v, ok := a.principals.Load(key)
+	if !ok {
+		return nil, false
+	}
+	if c := v.(cachedPrincipal); a.clock().Before(c.expires) {
+		return c.p, true
+	}
+	a.principals.Delete(key)
+	return nil, false
+}
+
+// cachePrincipal keeps p for principalTTL, or until its key expires if that is sooner.
+func (a *API) cachePrincipal(key string, p *Principal) {
+	expires := a.clock().Add(principalTTL)
+	if p.expiresAt > 0 {
+		if at := time.UnixMicro(int64(p.expiresAt * 1e6)); at.Before(expires) {
+			expires = at
+		}
+	}
+	a.principals.Store(key, cachedPrincipal{p: p, expires: expires})
+}
+
+// forgetPrincipals drops every cached principal: after this process changed an identity, its
+// own next request must see the change (other processes see it within principalTTL).
+func (a *API) forgetPrincipals() { a.principals.Clear() }
 
 func (a *API) resolvePrincipal(ctx context.Context, h []byte, orgName string) (*Principal, error) {
 	k, err := a.store.KeyByHash(ctx, h)
@@ -142,7 +276,7 @@ func (a *API) resolvePrincipal(ctx context.Context, h []byte, orgName string) (*
 	if err != nil {
 		return nil, a.internal(ctx, "look up api key", err)
 	}
-	if k.Revoked || (k.ExpiresAt > 0 && float64(time.Now().Unix()) >= k.ExpiresAt) {
+	if k.Revoked || (k.ExpiresAt > 0 && unixSeconds(a.clock()) >= k.ExpiresAt) {
 		return nil, apiError(http.StatusUnauthorized, "API key is expired or revoked")
 	}
 	denied := apiError(http.StatusForbidden, "Access denied to /api/v2/user/%s", orgName)
@@ -153,7 +287,7 @@ func (a *API) resolvePrincipal(ctx context.Context, h []byte, orgName string) (*
 	if err != nil {
 		return nil, a.internal(ctx, "look up organization", err)
 	}
-	p := &Principal{KeyID: k.ID, Name: k.Name, Org: org, Role: k.Role}
+	p := &Principal{KeyID: k.ID, Name: k.Name, Org: org, Role: k.Role, expiresAt: k.ExpiresAt}
 	switch {
 	case k.OrgID != "":
 		if k.OrgID != org.ID {
@@ -176,3 +310,5 @@ func (a *API) resolvePrincipal(ctx context.Context, h []byte, orgName string) (*
 	}
 	return p, nil
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }

@@ -328,7 +328,7 @@ func (a *API) registerSnapshotReports() {
 			Artifacts []map[string]json.RawMessage `json:"artifacts" doc:"running artifacts: {digests: {name: sha256}, creationTimestamp, ...type-specific fields}"`
 		}
 	}
-	o := op(http.MethodPut, "/environments/{org}/{env}/report/{type}", "reportSnapshot", PrivWrite,
+	o := op(http.MethodPut, "/environments/{org}/{env}/report/{type}", "reportSnapshot", PrivSnapshot,
 		"Report what runs in an environment", "Environments")
 	o.DefaultStatus = http.StatusCreated
 	o.MaxBodyBytes = 32 << 20 // a large cluster (~800 artifacts) is a few hundred KB; this leaves ample room

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,12 +22,19 @@ const adminUsage = `Usage: veritrail admin <subcommand> [flags] [args]
 
 Subcommands (against --postgres when given, else the SQLite store in --data-dir):
   create-org NAME                       create an organization
+  make-public ORG | make-private ORG    let anyone read ORG's flows, trails, artifacts, environments
+                                        and snapshots without a key, or stop that
   create-user NAME [--display-name D]   create a user
-  add-member USER ORG [--role R]        make USER a member of ORG (admin, member, reader)
+  add-member USER ORG [--role R]        make USER a member of ORG (admin, member, snapshotter, reader)
   create-key --org ORG [--name N] [--role R] [--secret S]
-                                        create an organization API key and print its secret
+                                        create a key of ORG's service account N (made with
+                                        privilege R if missing) and print its secret
   create-key --user USER [--name N] [--secret S]
                                         create a personal API key; it works in each of USER's organizations
+  seed FILE                             create the users, organizations, memberships, service
+                                        accounts and keys a YAML file lists; running it again
+                                        changes nothing (see docs/ARCHITECTURE.md for the format)
+  wipe --yes-really                     delete everything in the store (test environments only)
 `
 
 func runAdmin(ctx context.Context, args []string) error {
@@ -39,11 +47,12 @@ func runAdmin(ctx context.Context, args []string) error {
 	dataDir := fs.String("data-dir", env("data-dir", "./veritrail-data"), "data directory of the embedded mode")
 	pg := fs.String("postgres", env("postgres", ""), "PostgreSQL DSN of the distributed mode")
 	display := fs.String("display-name", "", "display name of the user (created_by)")
-	role := fs.String("role", "admin", "role: admin, member or reader")
+	role := fs.String("role", "admin", "role: admin, member, snapshotter or reader")
 	org := fs.String("org", "", "organization of the key")
 	user := fs.String("user", "", "user of a personal key")
 	name := fs.String("name", "", "name of the key (shown as created_by for organization keys)")
 	secret := fs.String("secret", "", "use this secret instead of a random one (e.g. from a secrets manager)")
+	really := fs.Bool("yes-really", false, "confirm wipe")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -58,8 +67,24 @@ func runAdmin(ctx context.Context, args []string) error {
 		return sqlstore.OpenSQLite(ctx, filepath.Join(*dataDir, "state.db"))
 	}
 	r := store.Role(*role)
-	if r != store.RoleAdmin && r != store.RoleMember && r != store.RoleReader {
-		return fmt.Errorf("--role must be admin, member or reader, not %q", *role)
+	if !r.Valid() {
+		return fmt.Errorf("--role must be one of %v, not %q", store.Roles(), *role)
+	}
+	var seed app.Seed
+	switch {
+	case sub == "wipe" && !*really:
+		return errors.New("wipe deletes every organization, key and piece of evidence: refusing without --yes-really")
+	case sub == "seed":
+		if len(pos) != 1 {
+			return errors.New("usage: veritrail admin seed FILE")
+		}
+		b, err := os.ReadFile(pos[0])
+		if err != nil {
+			return err
+		}
+		if seed, err = app.ParseSeed(b); err != nil { // before opening the store: a bad file changes nothing
+			return err
+		}
 	}
 	st, err := open()
 	if err != nil {
@@ -79,6 +104,28 @@ func runAdmin(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("created organization %s\n", pos[0])
+	case "make-public", "make-private":
+		if len(pos) != 1 {
+			return fmt.Errorf("usage: veritrail admin %s ORG", sub)
+		}
+		o, err := st.OrgByName(ctx, pos[0])
+		if err != nil {
+			return fmt.Errorf("organization %q: %w", pos[0], err)
+		}
+		if err := st.SetOrgPublic(ctx, o.ID, sub == "make-public"); err != nil {
+			return err
+		}
+		fmt.Printf("organization %s is now %s\n", pos[0], strings.TrimPrefix(sub, "make-"))
+	case "seed":
+		if err := app.ApplySeed(ctx, st, seed); err != nil {
+			return err
+		}
+		fmt.Printf("seeded %d organizations and %d users from %s\n", len(seed.Organizations), len(seed.Users), pos[0])
+	case "wipe":
+		if err := st.Wipe(ctx); err != nil {
+			return err
+		}
+		fmt.Println("the store is empty")
 	case "create-user":
 		if len(pos) != 1 {
 			return errors.New("usage: veritrail admin create-user NAME [--display-name D]")

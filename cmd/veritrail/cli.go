@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/ingest"
 )
 
 const usage = `Usage: veritrail <command> [flags]
@@ -74,6 +75,8 @@ func registerFlags(fs *flag.FlagSet, cfg *app.Config, tier string) {
 	fs.StringVar(&cfg.Ingest.BaseURL, "base-url", env("base-url", ""), "public base URL for html_url links (default http://ADDR)")
 	fs.DurationVar(&cfg.Ingest.ConsistencyWait, "consistency-wait", envDuration("consistency-wait", 5*time.Second),
 		"how long a read waits for the caller's own writes to be applied")
+	cfg.Ingest.Limits = ingest.DefaultLimits()
+	cfg.Ingest.Limits.RegisterFlags(fs)
 	if tier == "serve" {
 		fs.StringVar(&cfg.DataDir, "data-dir", env("data-dir", "./veritrail-data"), "directory for state, bus and attachments")
 	} else {
@@ -90,6 +93,9 @@ func runTier(ctx context.Context, tier string, args []string, start func(context
 	registerFlags(fs, &cfg, tier)
 	level := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cfg.Ingest.Limits.Validate(); err != nil {
 		return err
 	}
 	var lvl slog.Level

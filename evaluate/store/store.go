@@ -38,22 +38,28 @@ type Role string
 const (
 	RoleAdmin  Role = "admin"
 	RoleMember Role = "member"
-	RoleReader Role = "reader"
+	// RoleSnapshotter may report environment snapshots and nothing else.
+	RoleSnapshotter Role = "snapshotter"
+	RoleReader      Role = "reader"
 )
 
-// APIKey is a stored key: only the SHA-256 of the secret is kept. A key belongs either to one
-// organization (OrgID set, its own Role) or to a user (UserID set; the user's membership role
-// in the requested organization applies).
+// APIKey is a stored key: only the SHA-256 of the secret is kept. A key belongs to a service
+// account (ServiceAccountID set; reads fill OrgID, Name and Role from the account, so a
+// changed privilege applies to its keys at once), to a user (UserID set; the user's membership
+// role in the requested organization applies), or, for keys made before service accounts
+// existed, directly to an organization (OrgID set, its own Name and Role).
 type APIKey struct {
-	ID        string
-	Hash      []byte
-	OrgID     string
-	UserID    string
-	Name      string
-	Role      Role
-	CreatedAt float64
-	ExpiresAt float64 // 0 = never
-	Revoked   bool
+	ID               string
+	Hash             []byte
+	OrgID            string
+	UserID           string
+	ServiceAccountID string
+	Name             string
+	Description      string
+	Role             Role
+	CreatedAt        float64
+	ExpiresAt        float64 // 0 = never
+	Revoked          bool
 }
 
 // Flow is a named stream of trails with a template.
@@ -251,6 +257,7 @@ type Reader interface {
 	EnvironmentReader
 	ApprovalReader
 	ControlReader
+	IdentityReader
 
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
@@ -291,6 +298,7 @@ type Tx interface {
 	EnvironmentWriter
 	ApprovalWriter
 	ControlWriter
+	AuditWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error
@@ -302,12 +310,17 @@ type Admin interface {
 	CreateUser(ctx context.Context, u User) error
 	AddMember(ctx context.Context, userID, orgID string, role Role) error
 	CreateKey(ctx context.Context, k APIKey) error
+	SetOrgPublic(ctx context.Context, orgID string, public bool) error
+	SetUserDisplayName(ctx context.Context, userID, displayName string) error
+	// Wipe deletes every record: for test environments only.
+	Wipe(ctx context.Context) error
 }
 
 // Store is a complete adapter.
 type Store interface {
 	Reader
 	Admin
+	IdentityStore
 	// Update runs fn in one transaction, committing when it returns nil.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// DirtyTrails lists trails waiting for evaluation (after a crash, nobody remembers them).

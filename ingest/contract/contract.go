@@ -60,6 +60,9 @@ type Envelope struct {
 	OrgID   string  `json:"org_id"`
 	Actor   Actor   `json:"actor"`
 	At      float64 `json:"at"` // unix seconds when ingest accepted the request
+	// Request is the API request behind the message; the evaluator writes it to the audit log
+	// in the transaction that applies the message.
+	Request *Request `json:"request,omitempty"`
 
 	Flow        *FlowUpsert       `json:"flow,omitempty"`
 	FlowRename  *FlowRename       `json:"flow_rename,omitempty"`

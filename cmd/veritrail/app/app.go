@@ -47,6 +47,8 @@ type Config struct {
 	BootstrapOrg   string
 	BootstrapToken string
 	Log            *slog.Logger
+	// Now is the clock of key expiry and rate limits; nil means time.Now. Tests move it.
+	Now func() time.Time
 }
 
 // Running is a started process: its API (when it serves one) and how to stop it.
@@ -126,7 +128,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, true, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log})
+	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
 		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Tracker().Notify,
@@ -166,7 +168,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, false, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log})
+	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now})
 	r.API = api
 	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
 		return fail(err)

@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -18,12 +16,8 @@ import (
 // DefaultOrg is the organization `serve` creates when nothing else is configured.
 const DefaultOrg = "default"
 
-// NewSecret makes an API key secret: 32 random bytes, URL-safe.
-func NewSecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return "vt_" + base64.RawURLEncoding.EncodeToString(b)
-}
+// NewSecret makes an API key secret (ingest.NewSecret), for the commands that print one.
+func NewSecret() string { return ingest.NewSecret() }
 
 func unixNow() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
 
@@ -91,12 +85,42 @@ func EnsureOrg(ctx context.Context, st store.Store, name string) (store.Org, err
 	return org, nil
 }
 
-// CreateOrgKey stores an organization key for secret (only its hash is kept).
+// CreateOrgKey stores a key for secret (only its hash is kept) in the organization's service
+// account name, creating the account with privilege role if it does not exist.
 func CreateOrgKey(ctx context.Context, st store.Store, org store.Org, name string, role store.Role, secret string) error {
-	err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(secret), OrgID: org.ID, Name: name,
-		Role: role, CreatedAt: unixNow()})
+	err := st.UpdateIdentities(ctx, func(tx store.IdentityTx) error {
+		sa, err := EnsureServiceAccount(ctx, tx, org, name, role)
+		if err != nil {
+			return err
+		}
+		return tx.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(secret), OrgID: org.ID,
+			ServiceAccountID: sa.ID, Name: sa.Name, Role: sa.Privilege, CreatedAt: unixNow()})
+	})
 	if errors.Is(err, store.ErrConflict) {
 		return errors.New("create key: that secret is already in use")
 	}
 	return err
+}
+
+// EnsureServiceAccount returns the organization's service account name, creating it with
+// privilege role if missing. An existing account with another privilege is an error rather
+// than a silent change of what its other keys may do.
+func EnsureServiceAccount(ctx context.Context, tx store.IdentityTx, org store.Org, name string, role store.Role) (store.ServiceAccount, error) {
+	sa, err := tx.ServiceAccountByName(ctx, org.ID, name)
+	switch {
+	case err == nil:
+		if sa.Privilege != role {
+			return sa, fmt.Errorf("service account %s of %s has the privilege %s, not %s", name, org.Name, sa.Privilege, role)
+		}
+		return sa, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return sa, fmt.Errorf("look up service account %s: %w", name, err)
+	}
+	at := unixNow()
+	sa = store.ServiceAccount{ID: uuid.NewString(), OrgID: org.ID, Name: name, Privilege: role, CreatedBy: "veritrail",
+		CreatedAt: at, LastModifiedAt: at}
+	if err := tx.CreateServiceAccount(ctx, sa); err != nil {
+		return sa, fmt.Errorf("create service account %s: %w", name, err)
+	}
+	return sa, nil
 }

@@ -24,6 +24,7 @@ type kosli struct {
 type reply struct {
 	Status int
 	Body   []byte
+	Header http.Header
 }
 
 // JSON decodes the reply body.
@@ -70,7 +71,7 @@ func (k *kosli) do(method, path, contentType string, body []byte) reply {
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	return reply{Status: resp.StatusCode, Body: b}
+	return reply{Status: resp.StatusCode, Body: b, Header: resp.Header}
 }
 
 func (k *kosli) get(path string) reply {

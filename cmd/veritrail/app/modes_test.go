@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -23,10 +24,11 @@ const (
 	testToken = "vt_test_token_for_acme_0123456789"
 )
 
-// mode starts Veritrail one way and returns its base URL and a store handle.
+// mode starts Veritrail one way and returns its base URL and a store handle. tune, when
+// given, adjusts the configuration first.
 type mode struct {
 	name  string
-	start func(t *testing.T) (string, store.Store)
+	start func(t *testing.T, tune ...func(*Config)) (string, store.Store)
 }
 
 func modes() []mode {
@@ -44,10 +46,13 @@ func baseConfig() Config {
 	}
 }
 
-func startEmbedded(t *testing.T) (string, store.Store) {
+func startEmbedded(t *testing.T, tune ...func(*Config)) (string, store.Store) {
 	t.Helper()
 	cfg := baseConfig()
 	cfg.DataDir = t.TempDir()
+	for _, f := range tune {
+		f(&cfg)
+	}
 	r, err := StartEmbedded(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -89,11 +94,14 @@ func postgresSchema(t *testing.T) string {
 }
 
 // startDistributed runs ingest and evaluate as separate tiers on kfake and PostgreSQL.
-func startDistributed(t *testing.T) (string, store.Store) {
+func startDistributed(t *testing.T, tune ...func(*Config)) (string, store.Store) {
 	t.Helper()
 	cfg := baseConfig()
 	cfg.Postgres = postgresSchema(t)
 	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
+	for _, f := range tune {
+		f(&cfg)
+	}
 	ev, err := StartEvaluate(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -116,9 +124,18 @@ type env struct {
 
 // forEachMode runs the test body against every run mode.
 func forEachMode(t *testing.T, body func(t *testing.T, e env)) {
+	forEachModeWith(t, func(*Config) {}, body)
+}
+
+// forEachModeWith runs the test body against every run mode, each started with the
+// configuration tune adjusts.
+func forEachModeWith(t *testing.T, tune func(*Config), body func(t *testing.T, e env)) {
 	for _, m := range modes() {
 		t.Run(m.name, func(t *testing.T) {
-			base, st := m.start(t)
+			base, st := m.start(t, tune)
+			// A burst can leave connections the client dialed but never used; the server's
+			// shutdown would wait 5 s for each before closing it.
+			t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 			body(t, env{k: newKosli(t, base+"/api/v2", testToken), base: base, store: st})
 		})
 	}

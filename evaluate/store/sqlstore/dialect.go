@@ -61,7 +61,15 @@ var schemaStatements = []string{
 	`CREATE TABLE IF NOT EXISTS api_keys (
 		id TEXT PRIMARY KEY, hash {{blob}} NOT NULL UNIQUE, org_id TEXT NOT NULL DEFAULT '', user_id TEXT NOT NULL DEFAULT '',
 		name TEXT NOT NULL, role TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL DEFAULT 0,
-		revoked INTEGER NOT NULL DEFAULT 0)`,
+		revoked INTEGER NOT NULL DEFAULT 0, service_account_id TEXT NOT NULL DEFAULT '', description TEXT NOT NULL DEFAULT '')`,
+	`CREATE TABLE IF NOT EXISTS service_accounts (
+		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, privilege TEXT NOT NULL,
+		created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, last_modified_at DOUBLE PRECISION NOT NULL,
+		UNIQUE (org_id, name))`,
+	`CREATE TABLE IF NOT EXISTS audit_log (
+		seq {{serial}}, id TEXT NOT NULL UNIQUE, org_id TEXT NOT NULL, key_id TEXT NOT NULL, actor TEXT NOT NULL,
+		operation TEXT NOT NULL, target TEXT NOT NULL, outcome TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS audit_log_org ON audit_log (org_id, at)`,
 	`CREATE TABLE IF NOT EXISTS templates (id TEXT PRIMARY KEY, content TEXT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS flows (
 		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, visibility TEXT NOT NULL,

@@ -84,6 +84,9 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
 		}
 	}
+	if err := s.addColumns(ctx, tx); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
 	}

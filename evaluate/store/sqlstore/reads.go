@@ -62,19 +62,6 @@ func (r reads) OrgByID(ctx context.Context, id string) (store.Org, error) {
 	return o, nil
 }
 
-func (r reads) KeyByHash(ctx context.Context, hash []byte) (store.APIKey, error) {
-	var k store.APIKey
-	var role string
-	var revoked int
-	err := r.row(ctx, `SELECT id, hash, org_id, user_id, name, role, created_at, expires_at, revoked FROM api_keys WHERE hash = ?`, hash).
-		Scan(&k.ID, &k.Hash, &k.OrgID, &k.UserID, &k.Name, &role, &k.CreatedAt, &k.ExpiresAt, &revoked)
-	if err != nil {
-		return k, notFound(err, "api key")
-	}
-	k.Role, k.Revoked = store.Role(role), revoked != 0
-	return k, nil
-}
-
 func (r reads) UserByID(ctx context.Context, id string) (store.User, error) {
 	var u store.User
 	err := r.row(ctx, `SELECT id, name, display_name, created_at FROM users WHERE id = ?`, id).

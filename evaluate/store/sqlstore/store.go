@@ -106,12 +106,6 @@ func (s *Store) AddMember(ctx context.Context, userID, orgID string, role store.
 		ON CONFLICT (user_id, org_id) DO UPDATE SET role = excluded.role`, userID, orgID, string(role))
 }
 
-func (s *Store) CreateKey(ctx context.Context, k store.APIKey) error {
-	return s.exec(ctx, "create key", `INSERT INTO api_keys (id, hash, org_id, user_id, name, role, created_at, expires_at, revoked)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.Hash, k.OrgID, k.UserID, k.Name, string(k.Role), k.CreatedAt, k.ExpiresAt, b2i(k.Revoked))
-}
-
 // Reader methods on the Store delegate to the read pool.
 
 func (s *Store) OrgByName(ctx context.Context, name string) (store.Org, error) {

@@ -1,0 +1,22 @@
+package evaluate
+
+import (
+	"context"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+)
+
+// recordAudit writes the audit record a message carries, keyed by the message ID so that a
+// redelivery records nothing new. It runs in the transaction that applies the message: the
+// evidence and its audit record exist together or not at all. A message without a request
+// (written before audit records existed) records nothing.
+func recordAudit(ctx context.Context, w store.AuditWriter, env *contract.Envelope, outcome string) error {
+	if env.Request == nil {
+		return nil
+	}
+	return w.InsertAudit(ctx, store.AuditRecord{
+		ID: env.ID, OrgID: env.OrgID, KeyID: env.Actor.KeyID, Actor: env.Actor.Name,
+		Operation: env.Request.Operation, Target: env.Request.Target, Outcome: outcome, At: env.At,
+	})
+}
