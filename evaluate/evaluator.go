@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,22 +138,28 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		}
 		envs[i] = env
 	}
+	ids := make([]string, len(envs))
+	for i, env := range envs {
+		ids[i] = env.ID
+	}
 	trails := make([]string, 0, len(msgs))
+	var marks []store.AppliedMark
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
-		trails = trails[:0]
+		trails, marks = trails[:0], marks[:0]
+		done, err := tx.AppliedAmong(ctx, ids)
+		if err != nil {
+			return err
+		}
 		for _, env := range envs {
-			done, err := tx.Applied(ctx, env.ID)
-			if err != nil {
-				return err
-			}
-			if done {
+			if done[env.ID] { // applied before, or earlier in this batch
 				continue
 			}
+			done[env.ID] = true
 			trailID, err := apply(ctx, tx, env)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", env.Kind, env.ID, err)
 			}
-			if trailID != "" {
+			if trailID != "" && !slices.Contains(trails, trailID) {
 				if err := tx.MarkDirty(ctx, trailID); err != nil {
 					return err
 				}
@@ -161,11 +168,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 			if err := recordAudit(ctx, tx, env, store.AuditApplied); err != nil {
 				return err
 			}
-			if err := tx.MarkApplied(ctx, env.ID, trailID, e.now()); err != nil {
-				return err
-			}
+			marks = append(marks, store.AppliedMark{ID: env.ID, TrailID: trailID, At: e.now()})
 		}
-		return nil
+		return tx.MarkAppliedAll(ctx, marks)
 	})
 	if err != nil {
 		if !errors.Is(err, ErrPermanent) {

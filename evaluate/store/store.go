@@ -144,6 +144,13 @@ type TrailRef struct {
 	TrailName string
 }
 
+// AppliedMark records one applied message: the trail it touched ("" for none) and when.
+type AppliedMark struct {
+	ID      string
+	TrailID string
+	At      float64
+}
+
 // AttestationFact is what compliance is computed from: an attestation without its evidence and
 // data. Evaluation reads these for every attestation of a trail on each evaluation, so they are
 // kept small.
@@ -276,6 +283,10 @@ type Tx interface {
 	// Applied reports whether message id was applied before (redelivery).
 	Applied(ctx context.Context, id string) (bool, error)
 	MarkApplied(ctx context.Context, id, trailID string, at float64) error
+	// AppliedAmong answers which of ids are applied, in one round trip per 30,000 IDs.
+	AppliedAmong(ctx context.Context, ids []string) (map[string]bool, error)
+	// MarkAppliedAll is MarkApplied for many messages, in one round trip per 10,000.
+	MarkAppliedAll(ctx context.Context, marks []AppliedMark) error
 
 	UpsertFlow(ctx context.Context, f Flow) (created bool, err error)
 	RenameFlow(ctx context.Context, orgID, flowID, newName string, at float64) error

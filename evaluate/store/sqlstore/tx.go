@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/veritrail/veritrail/evaluate/store"
@@ -34,6 +35,54 @@ func (t *txn) Applied(ctx context.Context, id string) (bool, error) {
 func (t *txn) MarkApplied(ctx context.Context, id, trailID string, at float64) error {
 	_, err := t.exec(ctx, "mark applied", `INSERT INTO applied_messages (id, trail_id, applied_at) VALUES (?, ?, ?)`, id, trailID, at)
 	return err
+}
+
+// preparedRows is the largest batch whose statements are prepared and kept, one per size: the
+// evaluator's batches (64 messages) reuse them; larger ones are one-offs.
+const preparedRows = 64
+
+func (t *txn) AppliedAmong(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	for start := 0; start < len(ids); start += maxParams {
+		part := ids[start:min(start+maxParams, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT id FROM applied_messages WHERE id IN (`+placeholders(len(part))+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: applied among: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlstore: applied among: %w", err)
+			}
+			out[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("sqlstore: applied among: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func (t *txn) MarkAppliedAll(ctx context.Context, marks []store.AppliedMark) error {
+	for start, n := 0, rowsPer(3); start < len(marks); start += n {
+		part := marks[start:min(start+n, len(marks))]
+		args := make([]any, 0, 3*len(part))
+		for _, m := range part {
+			args = append(args, m.ID, m.TrailID, m.At)
+		}
+		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO applied_messages (id, trail_id, applied_at) VALUES ` +
+			strings.Repeat("(?, ?, ?), ", len(part)-1) + `(?, ?, ?)`
+		if _, err := t.exec(ctx, "mark applied", q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *txn) PutTemplate(ctx context.Context, id, content string) error {

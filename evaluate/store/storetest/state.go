@@ -92,6 +92,32 @@ func testApplied(t *testing.T, e *env) {
 	})
 	err := e.s.Update(e.ctx, func(tx store.Tx) error { return tx.MarkApplied(e.ctx, "m-1", "tr-1", t0+1) })
 	wantErr(t, "MarkApplied twice", err, store.ErrConflict)
+
+	// The batch forms: 70 marks (more than one prepared size) and a lookup among them.
+	var marks []store.AppliedMark
+	var ids []string
+	for i := range 70 {
+		id := fmt.Sprint("b-", i)
+		marks = append(marks, store.AppliedMark{ID: id, TrailID: "tr-1", At: t0})
+		ids = append(ids, id)
+	}
+	e.update(t, func(tx store.Tx) error { return tx.MarkAppliedAll(e.ctx, marks) })
+	e.update(t, func(tx store.Tx) error {
+		got, err := tx.AppliedAmong(e.ctx, append(ids, "m-1", "m-2", "nope"))
+		must(t, "AppliedAmong", err)
+		if len(got) != 71 || !got["b-0"] || !got["b-69"] || !got["m-1"] || got["m-2"] || got["nope"] {
+			t.Errorf("AppliedAmong = %d entries %v", len(got), got)
+		}
+		if none, err := tx.AppliedAmong(e.ctx, nil); err != nil || len(none) != 0 {
+			t.Errorf("AppliedAmong(nil) = %v, %v", none, err)
+		}
+		return nil
+	})
+	if ok, err := e.s.Visible(e.ctx, ids[:3]); err != nil || !ok {
+		t.Errorf("Visible after MarkAppliedAll = %v, %v", ok, err)
+	}
+	err = e.s.Update(e.ctx, func(tx store.Tx) error { return tx.MarkAppliedAll(e.ctx, marks[:2]) })
+	wantErr(t, "MarkAppliedAll twice", err, store.ErrConflict)
 }
 
 func testDirty(t *testing.T, e *env) {
