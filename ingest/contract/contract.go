@@ -75,6 +75,8 @@ type Envelope struct {
 	Snapshot    *SnapshotReport    `json:"snapshot,omitempty"`
 	Allow       *AllowlistEntry    `json:"allow,omitempty"`
 	Approval    *ApprovalReport    `json:"approval,omitempty"`
+
+	Notification *NotificationRule `json:"notification,omitempty"`
 }
 
 // PartitionKey returns the key that orders this message: all messages about one trail share
@@ -105,6 +107,8 @@ func (e *Envelope) PartitionKey() string {
 		return EnvironmentKey(e.OrgID, e.Allow.EnvID)
 	case e.Approval != nil:
 		return FlowKey(e.OrgID, e.Approval.FlowID) // numbers count up per flow, in order
+	case e.Notification != nil:
+		return NotificationsKey(e.OrgID)
 	case e.CustomType != nil:
 		return e.OrgID + "/custom-type/" + e.CustomType.Name
 	case e.TypeArchive != nil:
