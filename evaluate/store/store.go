@@ -246,6 +246,7 @@ type Reader interface {
 
 	EnvironmentReader
 	ApprovalReader
+	NotificationReader
 
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
@@ -285,6 +286,7 @@ type Tx interface {
 
 	EnvironmentWriter
 	ApprovalWriter
+	NotificationWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error
@@ -302,6 +304,7 @@ type Admin interface {
 type Store interface {
 	Reader
 	Admin
+	TriggerOutbox
 	// Update runs fn in one transaction, committing when it returns nil.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// DirtyTrails lists trails waiting for evaluation (after a crash, nobody remembers them).

@@ -133,4 +133,14 @@ var schemaStatements = []string{
 	`CREATE TABLE IF NOT EXISTS applied_messages (
 		id TEXT PRIMARY KEY, trail_id TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS dirty_trails (trail_id TEXT PRIMARY KEY, generation BIGINT NOT NULL)`,
+	// Notification rules: numbers count up per organization; deleted rules keep theirs.
+	`CREATE TABLE IF NOT EXISTS notification_rules (
+		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, number BIGINT NOT NULL, name TEXT NOT NULL, environments TEXT NOT NULL,
+		triggers TEXT NOT NULL, targets TEXT NOT NULL, created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+		last_modified_at DOUBLE PRECISION NOT NULL, deleted INTEGER NOT NULL DEFAULT 0, UNIQUE (org_id, number))`,
+	// The trigger outbox: written with the change a trigger derives from, relayed to the bus.
+	`CREATE TABLE IF NOT EXISTS trigger_outbox (
+		seq {{serial}}, id TEXT NOT NULL UNIQUE, org_id TEXT NOT NULL, env_id TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
+		payload TEXT NOT NULL, sent_at DOUBLE PRECISION NOT NULL DEFAULT 0)`,
+	`CREATE INDEX IF NOT EXISTS trigger_outbox_pending ON trigger_outbox (sent_at, seq)`,
 }
