@@ -134,7 +134,9 @@ func testTriggerOutbox(t *testing.T, e *env) {
 		return tx.EnqueueTriggers(e.ctx, batch)
 	})
 	// The same trigger enqueued again (its change applied twice) stays one row.
-	e.update(t, func(tx store.Tx) error { return tx.EnqueueTriggers(e.ctx, []store.Trigger{outboxTrigger("tr-0", "env-1", t0)}) })
+	e.update(t, func(tx store.Tx) error {
+		return tx.EnqueueTriggers(e.ctx, []store.Trigger{outboxTrigger("tr-0", "env-1", t0)})
+	})
 	// A rolled-back change leaves no trigger.
 	boom := errors.New("boom")
 	err := e.s.Update(e.ctx, func(tx store.Tx) error {
@@ -164,7 +166,9 @@ func testTriggerOutbox(t *testing.T, e *env) {
 	}
 
 	// One relay at a time: a relay started while another publishes gets nothing.
-	e.update(t, func(tx store.Tx) error { return tx.EnqueueTriggers(e.ctx, []store.Trigger{outboxTrigger("tr-9", "env-2", t0)}) })
+	e.update(t, func(tx store.Tx) error {
+		return tx.EnqueueTriggers(e.ctx, []store.Trigger{outboxTrigger("tr-9", "env-2", t0)})
+	})
 	var inner int
 	n, err := e.s.RelayTriggers(e.ctx, 10, func(ctx context.Context, _ []store.Trigger) error {
 		var err error
@@ -182,7 +186,9 @@ func testTriggerOutbox(t *testing.T, e *env) {
 	if err != nil || pruned != 0 {
 		t.Errorf("PruneTriggers before anything was sent = %d, %v", pruned, err)
 	}
-	e.update(t, func(tx store.Tx) error { return tx.EnqueueTriggers(e.ctx, []store.Trigger{outboxTrigger("tr-10", "env-2", t0)}) })
+	e.update(t, func(tx store.Tx) error {
+		return tx.EnqueueTriggers(e.ctx, []store.Trigger{outboxTrigger("tr-10", "env-2", t0)})
+	})
 	pruned, err = e.s.PruneTriggers(e.ctx, 1e12)
 	if err != nil || pruned != 6 {
 		t.Errorf("PruneTriggers = %d, %v; want the 6 sent triggers", pruned, err)
