@@ -143,4 +143,17 @@ var schemaStatements = []string{
 		seq {{serial}}, id TEXT NOT NULL UNIQUE, org_id TEXT NOT NULL, env_id TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
 		payload TEXT NOT NULL, sent_at DOUBLE PRECISION NOT NULL DEFAULT 0)`,
 	`CREATE INDEX IF NOT EXISTS trigger_outbox_pending ON trigger_outbox (sent_at, seq)`,
+	// The notify tier's delivery log, keyed by (organization, rule, target, event): it
+	// deduplicates deliveries and keeps dead letters. Times are Unix nanoseconds, 0 for never.
+	`CREATE TABLE IF NOT EXISTS notify_deliveries (
+		org TEXT NOT NULL, rule BIGINT NOT NULL, target TEXT NOT NULL, event TEXT NOT NULL, notifier TEXT NOT NULL,
+		payload TEXT NOT NULL, state INTEGER NOT NULL, lease_until BIGINT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+		settled_at BIGINT NOT NULL DEFAULT 0, failed_at BIGINT NOT NULL DEFAULT 0, retryable INTEGER NOT NULL DEFAULT 0,
+		reason TEXT NOT NULL DEFAULT '', message TEXT NOT NULL DEFAULT '', exhausted INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (org, rule, target, event))`,
+	`CREATE INDEX IF NOT EXISTS notify_dead_letters ON notify_deliveries (org, state, failed_at)`,
+	`CREATE TABLE IF NOT EXISTS notify_outcomes (
+		org TEXT NOT NULL, rule BIGINT NOT NULL, target TEXT NOT NULL, last_success_at BIGINT NOT NULL DEFAULT 0,
+		last_failure_at BIGINT NOT NULL DEFAULT 0, last_failure_reason TEXT NOT NULL DEFAULT '',
+		last_failure_message TEXT NOT NULL DEFAULT '', PRIMARY KEY (org, rule, target))`,
 }
