@@ -76,6 +76,8 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 		return "", applyAllowlist(ctx, tx, e)
 	case contract.KindApprovalReported:
 		return "", applyApproval(ctx, tx, e)
+	case contract.KindNotificationCreated, contract.KindNotificationUpdated, contract.KindNotificationDeleted:
+		return "", applyNotificationRule(ctx, tx, e)
 	case contract.KindCustomTypeCreated:
 		return "", applyCustomType(ctx, tx, e)
 	case contract.KindCustomTypeArchived:

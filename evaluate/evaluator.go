@@ -33,6 +33,10 @@ type Deps struct {
 	// Evaluated is called after each evaluation round commits (and after messages that touch
 	// no trail), so an in-process read-your-writes waiter can look again at once. May be nil.
 	Evaluated func()
+	// Triggered is called after a commit that may have written notification triggers to the
+	// outbox (any message that touches no trail), so the relay publishes them at once rather
+	// than at its next poll. May be nil.
+	Triggered func()
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -108,6 +112,7 @@ func (e *Evaluator) Handle(msg *message.Message) error {
 		return fmt.Errorf("evaluate: apply %s %s: %w", env.Kind, env.ID, err)
 	}
 	if trailID == "" {
+		e.triggered()
 		e.notify()
 		return nil
 	}
@@ -135,8 +140,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		envs[i] = env
 	}
 	trails := make([]string, 0, len(msgs))
+	others := false
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
-		trails = trails[:0]
+		trails, others = trails[:0], false
 		for _, env := range envs {
 			done, err := tx.Applied(ctx, env.ID)
 			if err != nil {
@@ -154,6 +160,8 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 					return err
 				}
 				trails = append(trails, trailID)
+			} else {
+				others = true
 			}
 			if err := tx.MarkApplied(ctx, env.ID, trailID, e.now()); err != nil {
 				return err
@@ -169,6 +177,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	}
 	for _, id := range trails {
 		e.markDirty(id)
+	}
+	if others {
+		e.triggered()
 	}
 	// Messages that touch no trail are visible now; those that do, once evaluated.
 	e.notify()
@@ -204,6 +215,12 @@ func (e *Evaluator) now() float64 {
 func (e *Evaluator) notify() {
 	if e.d.Evaluated != nil {
 		e.d.Evaluated()
+	}
+}
+
+func (e *Evaluator) triggered() {
+	if e.d.Triggered != nil {
+		e.d.Triggered()
 	}
 }
 
