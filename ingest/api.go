@@ -64,6 +64,8 @@ type Deps struct {
 	Publisher message.Publisher
 	Blobs     blobs.Store
 	Log       *slog.Logger
+	// Notifications reads the notify tier's outcomes and dead letters; nil shows none.
+	Notifications NotificationLog
 }
 
 // API is the HTTP API.
@@ -77,6 +79,8 @@ type API struct {
 	huma    huma.API
 	mux     *chi.Mux
 	types   *typeCache
+	// notifications is Deps.Notifications.
+	notifications NotificationLog
 	// principals caches resolved keys briefly (see principalTTL).
 	principals sync.Map
 }
@@ -89,7 +93,8 @@ func New(cfg Config, d Deps) *API {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache()}
+	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
+		notifications: d.Notifications}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 
 	a.mux.Use(a.recoverPanics)
@@ -118,6 +123,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerApprovals()
 	a.registerTags()
 	a.registerSnapshots()
+	a.registerNotifications()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
