@@ -105,6 +105,12 @@ type DeadLetterView struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
+// NotificationPath names an environment notification rule.
+type NotificationPath struct {
+	Org    string `path:"org" doc:"Organization name"`
+	Number int64  `path:"notification_number" minimum:"1"`
+}
+
 // notificationType is the type of every rule these endpoints manage.
 const notificationType = "ENV"
 
@@ -331,12 +337,8 @@ func (a *API) registerNotifications() {
 		return &ruleOutput{Status: http.StatusCreated, Body: v}, err
 	})
 
-	type numberPath struct {
-		OrgPath
-		Number int64 `path:"notification_number" minimum:"1"`
-	}
 	type updateInput struct {
-		numberPath
+		NotificationPath
 		Body EnvironmentNotificationInput
 	}
 	huma.Register(a.huma, op(http.MethodPut, "/organizations/{org}/environments_notifications/{notification_number}",
@@ -361,7 +363,7 @@ func (a *API) registerNotifications() {
 
 	huma.Register(a.huma, op(http.MethodDelete, "/organizations/{org}/environments_notifications/{notification_number}",
 		"deleteEnvironmentNotification", PrivWrite, "Delete an environment notification rule", "Notifications"),
-		func(ctx context.Context, in *numberPath) (*stringOutput, error) {
+		func(ctx context.Context, in *NotificationPath) (*stringOutput, error) {
 			p := principalFrom(ctx)
 			existing, err := a.notificationRuleByNumber(ctx, p, in.Number)
 			if err != nil {
@@ -376,7 +378,7 @@ func (a *API) registerNotifications() {
 
 	huma.Register(a.huma, op(http.MethodGet, "/organizations/{org}/environments_notifications/{notification_number}",
 		"getEnvironmentNotification", PrivRead, "Get an environment notification rule with its outcomes", "Notifications"),
-		func(ctx context.Context, in *numberPath) (*ruleOutput, error) {
+		func(ctx context.Context, in *NotificationPath) (*ruleOutput, error) {
 			p := principalFrom(ctx)
 			r, err := a.notificationRuleByNumber(ctx, p, in.Number)
 			if err != nil {
@@ -407,7 +409,7 @@ func (a *API) registerNotifications() {
 		})
 
 	type deadInput struct {
-		numberPath
+		NotificationPath
 		Limit int `query:"limit" minimum:"1" maximum:"1000" default:"100"`
 	}
 	huma.Register(a.huma, op(http.MethodGet, "/organizations/{org}/environments_notifications/{notification_number}/dead_letters",
