@@ -160,7 +160,7 @@ func (a *API) notificationRule(ctx context.Context, p *Principal, b EnvironmentN
 }
 
 func checkTarget(c checker, field string, t NotificationTargetInput) contract.NotificationTarget {
-	url := func(required bool) {
+	checkURL := func(required bool) {
 		if t.Webhook == "" {
 			if required {
 				c[field+".webhook"] = "Field required"
@@ -177,10 +177,8 @@ func checkTarget(c checker, field string, t NotificationTargetInput) contract.No
 		}
 	}
 	switch t.Type {
-	case "WEBHOOK":
-		url(true)
-	case "SLACK", "MS_TEAMS":
-		url(true)
+	case "WEBHOOK", "SLACK", "MS_TEAMS":
+		checkURL(true)
 	case "EMAIL":
 		if len(t.Emails) == 0 {
 			c[field+".emails"] = "List should have at least 1 item"
@@ -191,7 +189,7 @@ func checkTarget(c checker, field string, t NotificationTargetInput) contract.No
 			}
 		}
 	case "PLUGIN":
-		url(false)
+		checkURL(false)
 		if !pluginNameRE.MatchString(t.Plugin) {
 			c[field+".plugin"] = patternError(pluginNameRE.String(), t.Plugin)
 		}

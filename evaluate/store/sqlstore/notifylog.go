@@ -92,7 +92,7 @@ func (s *Store) Claim(ctx context.Context, e notify.Entry, now time.Time, lease 
 	return state, nil
 }
 
-// recordOutcome moves the target's last failure forward to f.At, never back.
+// recordFailureOutcome moves the target's last failure forward to f.At, never back.
 func (t *txn) recordFailureOutcome(ctx context.Context, k notify.Key, f notify.Failure) error {
 	_, err := t.exec(ctx, "record failure outcome", `INSERT INTO notify_outcomes (org, rule, target, last_failure_at,
 		last_failure_reason, last_failure_message) VALUES (?, ?, ?, ?, ?, ?)
@@ -103,7 +103,7 @@ func (t *txn) recordFailureOutcome(ctx context.Context, k notify.Key, f notify.F
 	return err
 }
 
-// delivery fails with a clear error when the key was never claimed.
+// requireDelivery fails with a clear error when the key was never claimed.
 func (t *txn) requireDelivery(ctx context.Context, k notify.Key) error {
 	var n int
 	if err := t.row(ctx, `SELECT COUNT(*) FROM notify_deliveries WHERE `+deliveryKey, keyArgs(k)...).Scan(&n); err != nil {
