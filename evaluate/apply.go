@@ -79,6 +79,8 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 		return "", applyApproval(ctx, tx, e)
 	case contract.KindControlChanged:
 		return "", applyControl(ctx, tx, e)
+	case contract.KindNotificationCreated, contract.KindNotificationUpdated, contract.KindNotificationDeleted:
+		return "", applyNotificationRule(ctx, tx, e)
 	case contract.KindCustomTypeCreated:
 		return "", applyCustomType(ctx, tx, e)
 	case contract.KindCustomTypeArchived:

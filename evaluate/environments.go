@@ -77,8 +77,12 @@ func applyAllowlist(ctx context.Context, tx store.Tx, e *contract.Envelope) erro
 	if a == nil {
 		return permanent("allowlist entry without body")
 	}
-	return tx.InsertAllowlist(ctx, store.AllowlistEntry{ID: a.ID, EnvID: a.EnvID, Fingerprint: a.Fingerprint,
+	err := tx.InsertAllowlist(ctx, store.AllowlistEntry{ID: a.ID, EnvID: a.EnvID, Fingerprint: a.Fingerprint,
 		ArtifactName: a.ArtifactName, Description: a.Description, AllowedBy: e.Actor.Name, Timestamp: e.At})
+	if err != nil {
+		return err
+	}
+	return enqueueAllowedTrigger(ctx, tx, e, a)
 }
 
 // applySnapshot records a physical environment's report, and the logical environments that
@@ -247,11 +251,15 @@ func recordRunningSet(ctx context.Context, tx store.Tx, e *contract.Envelope, en
 	if err := tx.InsertSnapshot(ctx, store.Snapshot{EnvID: env.ID, Index: index, Timestamp: e.At, Type: typ, Artifacts: doc, Digest: digest}); err != nil {
 		return false, err
 	}
-	events, trailEvents, err := environmentEvents(env, index, e.At, snapshot.Events(annotated, exited), prov, arts)
+	evs := snapshot.Events(annotated, exited)
+	events, trailEvents, err := environmentEvents(env, index, e.At, evs, prov, arts)
 	if err != nil {
 		return false, err
 	}
 	if err := tx.InsertEnvEvents(ctx, events); err != nil {
+		return false, err
+	}
+	if err := enqueueSnapshotTriggers(ctx, tx, e, env, index, evs, prov, isAllowed); err != nil {
 		return false, err
 	}
 	if err := tx.AppendTrailEvents(ctx, trailEvents, e.At); err != nil {

@@ -34,6 +34,10 @@ type Deps struct {
 	// Evaluated is called after each evaluation round commits (and after messages that touch
 	// no trail), so an in-process read-your-writes waiter can look again at once. May be nil.
 	Evaluated func()
+	// Triggered is called after a commit that may have written notification triggers to the
+	// outbox (any message that touches no trail), so the relay publishes them at once rather
+	// than at its next poll. May be nil.
+	Triggered func()
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -112,6 +116,7 @@ func (e *Evaluator) Handle(msg *message.Message) error {
 		return fmt.Errorf("evaluate: apply %s %s: %w", env.Kind, env.ID, err)
 	}
 	if trailID == "" {
+		e.triggered()
 		e.notify()
 		return nil
 	}
@@ -144,8 +149,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	}
 	trails := make([]string, 0, len(msgs))
 	var marks []store.AppliedMark
+	others := false // a message that touches no trail: its waiters can look at once
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
-		trails, marks = trails[:0], marks[:0]
+		trails, marks, others = trails[:0], marks[:0], false
 		done, err := tx.AppliedAmong(ctx, ids)
 		if err != nil {
 			return err
@@ -159,7 +165,10 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", env.Kind, env.ID, err)
 			}
-			if trailID != "" && !slices.Contains(trails, trailID) {
+			switch {
+			case trailID == "":
+				others = true
+			case !slices.Contains(trails, trailID):
 				if err := tx.MarkDirty(ctx, trailID); err != nil {
 					return err
 				}
@@ -180,6 +189,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	}
 	for _, id := range trails {
 		e.markDirty(id)
+	}
+	if others {
+		e.triggered()
 	}
 	// Messages that touch no trail are visible now; those that do, once evaluated.
 	e.notify()
@@ -219,6 +231,12 @@ func (e *Evaluator) now() float64 {
 func (e *Evaluator) notify() {
 	if e.d.Evaluated != nil {
 		e.d.Evaluated()
+	}
+}
+
+func (e *Evaluator) triggered() {
+	if e.d.Triggered != nil {
+		e.d.Triggered()
 	}
 }
 

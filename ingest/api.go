@@ -70,6 +70,8 @@ type Deps struct {
 	Identities store.IdentityStore
 	// Now is the clock of key expiry and rate limits; nil means time.Now.
 	Now func() time.Time
+	// Notifications reads the notify tier's outcomes and dead letters; nil shows none.
+	Notifications NotificationLog
 }
 
 // API is the HTTP API.
@@ -83,6 +85,8 @@ type API struct {
 	huma    huma.API
 	mux     *chi.Mux
 	types   *typeCache
+	// notifications is Deps.Notifications.
+	notifications NotificationLog
 	// principals caches resolved keys briefly (see principalTTL).
 	principals sync.Map
 	identities store.IdentityStore
@@ -102,7 +106,8 @@ func New(cfg Config, d Deps) *API {
 		d.Now = time.Now
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
-		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits)}
+		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
+		notifications: d.Notifications}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 
 	a.mux.Use(a.recoverPanics)
@@ -135,6 +140,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerServiceAccounts()
 	a.registerAPIKeys()
 	a.registerAudit()
+	a.registerNotifications()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

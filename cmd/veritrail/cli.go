@@ -20,6 +20,7 @@ Commands:
   serve      run every tier in one process on a data directory (SQLite, embedded bus)
   ingest     run the HTTP ingest tier on Kafka and PostgreSQL
   evaluate   run the evaluate tier on Kafka and PostgreSQL
+  notify     run the notify tier (deliver notifications) on Kafka and PostgreSQL
   admin      manage organizations, users and API keys
   policy     tools for policy authors: lint, compile and test environment policies
   bench      measure ingest and evaluator throughput against a bare Huma baseline, in-process
@@ -40,6 +41,8 @@ func run(ctx context.Context, args []string) error {
 		return runTier(ctx, "ingest", args[1:], app.StartIngest)
 	case "evaluate":
 		return runTier(ctx, "evaluate", args[1:], app.StartEvaluate)
+	case "notify":
+		return runTier(ctx, "notify", args[1:], app.StartNotify)
 	case "admin":
 		return runAdmin(ctx, args[1:])
 	case "policy":
@@ -82,6 +85,9 @@ func registerFlags(fs *flag.FlagSet, cfg *app.Config, tier string) {
 	} else {
 		fs.StringVar(&cfg.Postgres, "postgres", env("postgres", ""), "PostgreSQL DSN, e.g. postgres://user@host:5432/veritrail")
 		cfg.Kafka.RegisterFlags(fs, "")
+	}
+	if tier == "serve" || tier == "notify" {
+		registerNotifyFlags(fs, &cfg.Notify)
 	}
 	cfg.BootstrapOrg = env("bootstrap-org", "")
 	cfg.BootstrapToken = env("bootstrap-token", "")

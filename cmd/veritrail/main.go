@@ -1,5 +1,5 @@
 // Command veritrail runs the Veritrail supply-chain compliance service: `serve` runs every
-// tier in one process; `ingest` and `evaluate` run one tier each; `admin` manages
+// tier in one process; `ingest`, `evaluate` and `notify` run one tier each; `admin` manages
 // organizations, users and keys.
 package main
 

@@ -117,6 +117,10 @@ type EnvironmentReader interface {
 // fixed number of round trips.
 type EnvironmentWriter interface {
 	UpsertEnvironment(ctx context.Context, e Environment) (created bool, err error)
+	// UpdateEnvironment writes e. When e.State is decided (not nil) and differs from the stored
+	// state, it also enqueues the environment's ON_COMPLIANT_ENV or ON_NON_COMPLIANT_ENV trigger
+	// in the same transaction, so whatever code decides compliance notifies exactly once per
+	// change, and an environment that stays non-compliant does not fire again.
 	UpdateEnvironment(ctx context.Context, e Environment) error
 	InsertSnapshot(ctx context.Context, s Snapshot) error
 	InsertEnvEvents(ctx context.Context, events []EnvEvent) error

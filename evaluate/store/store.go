@@ -265,6 +265,7 @@ type Reader interface {
 	ApprovalReader
 	ControlReader
 	IdentityReader
+	NotificationReader
 
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
@@ -310,6 +311,7 @@ type Tx interface {
 	ApprovalWriter
 	ControlWriter
 	AuditWriter
+	NotificationWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error
@@ -332,6 +334,7 @@ type Store interface {
 	Reader
 	Admin
 	IdentityStore
+	TriggerOutbox
 	// Update runs fn in one transaction, committing when it returns nil.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// DirtyTrails lists trails waiting for evaluation (after a crash, nobody remembers them).

@@ -80,6 +80,8 @@ type Envelope struct {
 	Allow       *AllowlistEntry    `json:"allow,omitempty"`
 	Approval    *ApprovalReport    `json:"approval,omitempty"`
 	Control     *ControlChange     `json:"control,omitempty"`
+
+	Notification *NotificationRule `json:"notification,omitempty"`
 }
 
 // PartitionKey returns the key that orders this message: all messages about one trail share
@@ -112,6 +114,8 @@ func (e *Envelope) PartitionKey() string {
 		return FlowKey(e.OrgID, e.Approval.FlowID) // numbers count up per flow, in order
 	case e.Control != nil:
 		return e.OrgID + "/control/" + e.Control.Identifier
+	case e.Notification != nil:
+		return NotificationsKey(e.OrgID)
 	case e.CustomType != nil:
 		return e.OrgID + "/custom-type/" + e.CustomType.Name
 	case e.TypeArchive != nil:

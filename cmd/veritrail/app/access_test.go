@@ -73,7 +73,7 @@ func TestSnapshotter(t *testing.T) {
 		wantError(t, snap.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "qa", "type": "server"}),
 			http.StatusForbidden, "needs the write privilege", "")
 		// Another key's write: read-your-writes does not cover it, so wait for it to apply.
-		r := eventually(t, func() reply { return e.k.get("/snapshots/" + testOrg + "/prod/-1") }, http.StatusOK)
+		r := eventuallyStatus(t, func() reply { return e.k.get("/snapshots/" + testOrg + "/prod/-1") }, http.StatusOK)
 		if s := r.JSON(t); s["index"] != float64(1) {
 			t.Fatalf("snapshot: %v", s)
 		}
@@ -82,7 +82,7 @@ func TestSnapshotter(t *testing.T) {
 
 // eventually repeats get until it answers status, for writes of other keys, which
 // read-your-writes does not wait for.
-func eventually(t *testing.T, get func() reply, status int) reply {
+func eventuallyStatus(t *testing.T, get func() reply, status int) reply {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -1,6 +1,6 @@
 // Package app is Veritrail's composition root: the one place that knows which tiers a
 // process runs and which adapters they use. `serve` runs every tier on SQLite and the
-// embedded bus; `ingest` and `evaluate` run one tier each on Kafka and PostgreSQL.
+// embedded bus; `ingest`, `evaluate` and `notify` run one tier each on Kafka and PostgreSQL.
 package app
 
 import (
@@ -27,6 +27,7 @@ import (
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/ingest/blobs"
 	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -43,6 +44,9 @@ type Config struct {
 	Postgres string
 	Kafka    kafkabus.Config
 	Ingest   ingest.Config
+	// Relay tunes the evaluate tier's relay of notification triggers to the bus.
+	Relay  evaluate.RelayConfig
+	Notify NotifyConfig
 	// BootstrapOrg and BootstrapToken create an organization and an admin key at first start.
 	BootstrapOrg   string
 	BootstrapToken string
@@ -53,9 +57,11 @@ type Config struct {
 
 // Running is a started process: its API (when it serves one) and how to stop it.
 type Running struct {
-	API     *ingest.API
-	Addr    string // the address actually listened on
-	Store   store.Store
+	API   *ingest.API
+	Addr  string // the address actually listened on
+	Store store.Store
+	// Catalog is the notify tier's notifiers (serve, notify), for status.
+	Catalog *catalog.Catalog
 	stop    context.CancelFunc
 	group   *errgroup.Group
 	closers []func() error
@@ -94,6 +100,9 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		_ = r.Close()
 		return nil, err
 	}
+	if err := startCatalog(ctx, r, cfg); err != nil {
+		return fail(err)
+	}
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "state.db"))
 	if err != nil {
 		return fail(err)
@@ -121,6 +130,10 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
+	notifySub, err := bus.Subscriber(NotifyGroup)
+	if err != nil {
+		return fail(err)
+	}
 	bl, err := blobs.NewDir(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
 		return fail(err)
@@ -128,15 +141,19 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, true, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now})
+	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
 		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Tracker().Notify,
+		Triggered: runRelay(ctx, r, cfg, st, pub, log),
 	})
 	if err != nil {
 		return fail(err)
 	}
 	if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
+		return fail(err)
+	}
+	if err := runNotify(ctx, r, cfg, st, notifySub, log); err != nil {
 		return fail(err)
 	}
 	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
@@ -168,7 +185,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, false, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now})
+	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st})
 	r.API = api
 	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
 		return fail(err)
@@ -188,7 +205,7 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := kafkabus.EnsureTopics(ctx, cfg.Kafka, contract.TopicEvidence); err != nil {
+	if err := kafkabus.EnsureTopics(ctx, cfg.Kafka, contract.TopicEvidence, contract.TopicTriggers); err != nil {
 		return fail(err)
 	}
 	kcfg := cfg.Kafka
@@ -200,7 +217,13 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log})
+	pub, err := kafkabus.NewPublisher(cfg.Kafka, wlog)
+	if err != nil {
+		return fail(err)
+	}
+	r.onClose(pub.Close)
+	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log,
+		Triggered: runRelay(ctx, r, cfg, st, pub, log)})
 	if err != nil {
 		return fail(err)
 	}

@@ -123,9 +123,13 @@ func samples() map[string]sample {
 		"getAPIKey": {"admin", func(m *matrix, org string, _ bool) call {
 			return call{path: "/service-accounts/" + org + "/svc/api-keys/" + m.fixtures[org].keyID, status: http.StatusOK}
 		}},
-		"listAudit":    {"admin", read("/audit/ORG")},
-		"getControl":   {"read", read("/controls/ORG/SEC-1")},
-		"listControls": {"read", read("/controls/ORG")},
+		"listAudit":                    {"admin", read("/audit/ORG")},
+		"getControl":                   {"read", read("/controls/ORG/SEC-1")},
+		"listEnvironmentNotifications": {"read", read("/organizations/ORG/environments_notifications")},
+		"getEnvironmentNotification":   {"read", read("/organizations/ORG/environments_notifications/1")},
+		"listActions":                  {"read", read("/actions/ORG")},
+		"listNotificationDeadLetters":  {"admin", read("/organizations/ORG/environments_notifications/1/dead_letters")},
+		"listControls":                 {"read", read("/controls/ORG")},
 
 		// Evidence writes.
 		"createFlowWithTemplate": {"write", func(m *matrix, org string, _ bool) call {
@@ -218,6 +222,23 @@ func samples() map[string]sample {
 		}},
 		"unarchiveControl": {"write", func(m *matrix, org string, _ bool) call {
 			return call{path: "/controls/" + org + "/SEC-1/unarchive", status: http.StatusOK}
+		}},
+		"createEnvironmentNotification": {"write", func(m *matrix, org string, _ bool) call {
+			return call{path: "/organizations/" + org + "/environments_notifications", status: http.StatusCreated,
+				body: matrixRule(fmt.Sprintf("rule-%d", m.next()))}
+		}},
+		"updateEnvironmentNotification": {"write", func(m *matrix, org string, _ bool) call {
+			return call{path: "/organizations/" + org + "/environments_notifications/1", status: http.StatusOK,
+				body: matrixRule(fmt.Sprintf("%s %d", marker(org), m.next()))}
+		}},
+		"deleteEnvironmentNotification": {"write", func(m *matrix, org string, fresh bool) call {
+			number := float64(1)
+			if fresh { // rule 1 stays for the other samples
+				r := m.admin(org).send(http.MethodPost, "/organizations/"+org+"/environments_notifications", matrixRule("to delete")).
+					want(m.t, http.StatusCreated).JSON(m.t)
+				number = r["number"].(float64)
+			}
+			return call{path: fmt.Sprintf("/organizations/%s/environments_notifications/%.0f", org, number), status: http.StatusOK}
 		}},
 		"createEnvironment": {"write", func(m *matrix, org string, _ bool) call {
 			return call{path: "/environments/" + org, status: http.StatusCreated,
@@ -356,6 +377,10 @@ func (m *matrix) setUp(org string) {
 		want(t, http.StatusCreated)
 	k.send(http.MethodPost, "/controls/"+org, map[string]any{"identifier": "SEC-1", "name": "Security review", "description": mk}).
 		want(t, http.StatusCreated)
+	if r := k.send(http.MethodPost, "/organizations/"+org+"/environments_notifications", matrixRule(mk)).
+		want(t, http.StatusCreated).JSON(t); r["number"] != float64(1) {
+		t.Fatalf("the first rule of %s is number %v", org, r["number"])
+	}
 	k.send(http.MethodPut, "/environments/"+org+"/prod/report/server", map[string]any{"artifacts": []any{
 		map[string]any{"digests": map[string]string{mk: fpBackend}, "creationTimestamp": 1}}}).want(t, http.StatusCreated)
 	k.send(http.MethodPost, "/approvals/"+org+"/app", map[string]any{"artifact_fingerprint": fpBackend, "description": mk}).
@@ -582,4 +607,11 @@ func (m *matrix) check(o operation, s sample, org string, c caller) {
 			t.Errorf("%s: %d without an error body: %.300s", what, r.Status, r.Body)
 		}
 	}
+}
+
+// matrixRule is a notification rule body. Nothing it watches fires (no policy decides the
+// compliance of prod), so its receiver is never called.
+func matrixRule(name string) map[string]any {
+	return map[string]any{"name": name, "environments": []string{"prod"}, "triggers": []string{"ON_COMPLIANT_ENV"},
+		"targets": []any{map[string]any{"type": "WEBHOOK", "webhook": "https://hooks.example.com/veritrail"}}}
 }

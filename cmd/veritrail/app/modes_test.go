@@ -15,8 +15,12 @@ import (
 
 	"github.com/veritrail/veritrail/bus/kafkabus"
 	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
+	"github.com/veritrail/veritrail/evaluate"
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/notify"
+	"github.com/veritrail/veritrail/notify/catalog"
+	"github.com/veritrail/veritrail/notify/tier"
 )
 
 const (
@@ -24,35 +28,50 @@ const (
 	testToken = "vt_test_token_for_acme_0123456789"
 )
 
-// mode starts Veritrail one way and returns its base URL and a store handle. tune, when
-// given, adjusts the configuration first.
+// mode starts Veritrail one way with cfg.
 type mode struct {
 	name  string
-	start func(t *testing.T, tune ...func(*Config)) (string, store.Store)
+	start func(t *testing.T, cfg Config) env
 }
 
 func modes() []mode {
-	return []mode{{"embedded", startEmbedded}, {"distributed", startDistributed}}
+	return []mode{{"embedded", startEmbeddedWith}, {"distributed", startDistributedWith}}
 }
 
 func quietLog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
+// baseConfig is what every test runs with. Notifications are retried within milliseconds,
+// webhooks may reach the tests' loopback receivers, and the relay polls often (the
+// compliance tests write triggers through the store, which wakes no relay).
 func baseConfig() Config {
 	return Config{
 		Addr: "127.0.0.1:0", BootstrapOrg: testOrg, BootstrapToken: testToken, Log: quietLog(),
 		Ingest: ingest.Config{BaseURL: "http://veritrail.test", ConsistencyWait: 10 * time.Second},
+		Relay:  evaluate.RelayConfig{Poll: 20 * time.Millisecond},
+		Notify: NotifyConfig{
+			Notifiers: tier.NotifiersConfig{AllowPrivate: true},
+			Tier: tier.Config{Pipeline: notify.Config{Budget: 30 * time.Second, AttemptTimeout: 10 * time.Second,
+				InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, LeaseMargin: 5 * time.Second}},
+		},
 	}
 }
 
+// startEmbedded starts the embedded mode with baseConfig, adjusted by tune.
 func startEmbedded(t *testing.T, tune ...func(*Config)) (string, store.Store) {
 	t.Helper()
 	cfg := baseConfig()
-	cfg.DataDir = t.TempDir()
 	for _, f := range tune {
 		f(&cfg)
 	}
+	e := startEmbeddedWith(t, cfg)
+	return e.base, e.store
+}
+
+func startEmbeddedWith(t *testing.T, cfg Config) env {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
 	r, err := StartEmbedded(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +81,7 @@ func startEmbedded(t *testing.T, tune ...func(*Config)) (string, store.Store) {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return "http://" + r.Addr, r.Store
+	return env{base: "http://" + r.Addr, store: r.Store, catalog: r.Catalog}
 }
 
 // postgresSchema makes an isolated schema and returns a DSN that uses it.
@@ -93,50 +112,58 @@ func postgresSchema(t *testing.T) string {
 	return dsn + "&search_path=" + schema
 }
 
-// startDistributed runs ingest and evaluate as separate tiers on kfake and PostgreSQL.
-func startDistributed(t *testing.T, tune ...func(*Config)) (string, store.Store) {
+// startDistributedWith runs ingest, evaluate and notify as separate tiers on kfake and
+// PostgreSQL.
+func startDistributedWith(t *testing.T, cfg Config) env {
 	t.Helper()
-	cfg := baseConfig()
 	cfg.Postgres = postgresSchema(t)
 	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
-	for _, f := range tune {
-		f(&cfg)
-	}
 	ev, err := StartEvaluate(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ev.Close() })
+	nt, err := StartNotify(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nt.Close() })
 	in, err := StartIngest(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close() })
-	return "http://" + in.Addr, in.Store
+	return env{base: "http://" + in.Addr, store: in.Store, catalog: nt.Catalog}
 }
 
 // env is a running Veritrail as a test sees it.
 type env struct {
-	k     *kosli      // the bootstrap admin of testOrg
-	base  string      // http://host:port
-	store store.Store // for provisioning identities, as `veritrail admin` does
+	k       *kosli           // the bootstrap admin of testOrg
+	base    string           // http://host:port
+	store   store.Store      // for provisioning identities, as `veritrail admin` does
+	catalog *catalog.Catalog // the notify tier's notifiers
 }
 
 // forEachMode runs the test body against every run mode.
 func forEachMode(t *testing.T, body func(t *testing.T, e env)) {
-	forEachModeWith(t, func(*Config) {}, body)
+	forEachModeWith(t, nil, body)
 }
 
-// forEachModeWith runs the test body against every run mode, each started with the
-// configuration tune adjusts.
-func forEachModeWith(t *testing.T, tune func(*Config), body func(t *testing.T, e env)) {
+// forEachModeWith runs the test body against every run mode, started with baseConfig changed
+// by configure (when not nil).
+func forEachModeWith(t *testing.T, configure func(*Config), body func(t *testing.T, e env)) {
 	for _, m := range modes() {
 		t.Run(m.name, func(t *testing.T) {
-			base, st := m.start(t, tune)
+			cfg := baseConfig()
+			if configure != nil {
+				configure(&cfg)
+			}
+			e := m.start(t, cfg)
 			// A burst can leave connections the client dialed but never used; the server's
 			// shutdown would wait 5 s for each before closing it.
 			t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
-			body(t, env{k: newKosli(t, base+"/api/v2", testToken), base: base, store: st})
+			e.k = newKosli(t, e.base+"/api/v2", testToken)
+			body(t, e)
 		})
 	}
 }

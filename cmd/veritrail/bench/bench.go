@@ -2,7 +2,8 @@
 // measures a baseline (a bare Huma server parsing the same multipart attestation), the rate at
 // which the embedded Veritrail answers 201 to attestations, and how fast its evaluator applies
 // them. RunSnapshots does the same for Kubernetes environment snapshot reports (a bare Huma
-// JSON PUT of the same report as the baseline). Shared machines are noisy, so the product is
+// JSON PUT of the same report as the baseline), and RunNotify measures how long a snapshot
+// change takes from its 201 to a webhook, beside the report's own time. Shared machines are noisy, so the product is
 // only ever judged against the baseline taken in the same run.
 package bench
 
@@ -51,6 +52,9 @@ type Config struct {
 	// SnapshotRepeat makes every report of RunSnapshots repeat the environment's last running
 	// set instead of alternating between two sets.
 	SnapshotRepeat bool
+
+	// NotifyReports is the number of measured reports of RunNotify (default 200).
+	NotifyReports int
 }
 
 func (c *Config) defaults() error {
@@ -71,6 +75,9 @@ func (c *Config) defaults() error {
 	}
 	if c.SnapshotArtifacts <= 0 {
 		c.SnapshotArtifacts = 200
+	}
+	if c.NotifyReports <= 0 {
+		c.NotifyReports = 200
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 5 * time.Minute

@@ -18,6 +18,7 @@ import (
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/notify/tier"
 )
 
 const (
@@ -102,7 +103,9 @@ func startProductIn(ctx context.Context, cfg Config, dir, secret string) (*produ
 	pr := &product{dir: dir, logs: newLogCounter(), secret: secret}
 	var err error
 	pr.r, err = app.StartEmbedded(ctx, app.Config{Addr: "127.0.0.1:0", DataDir: dir, BootstrapOrg: benchOrg,
-		BootstrapToken: pr.secret, Log: pr.logs.logger()})
+		BootstrapToken: pr.secret, Log: pr.logs.logger(),
+		// The notify phase's webhook listens on loopback.
+		Notify: app.NotifyConfig{Notifiers: tier.NotifiersConfig{AllowPrivate: true}}})
 	if err != nil {
 		return nil, fmt.Errorf("bench: start embedded: %w", err)
 	}

@@ -148,4 +148,27 @@ var schemaStatements = []string{
 	`CREATE TABLE IF NOT EXISTS applied_messages (
 		id TEXT PRIMARY KEY, trail_id TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS dirty_trails (trail_id TEXT PRIMARY KEY, generation BIGINT NOT NULL)`,
+	// Notification rules: numbers count up per organization; deleted rules keep theirs.
+	`CREATE TABLE IF NOT EXISTS notification_rules (
+		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, number BIGINT NOT NULL, name TEXT NOT NULL, environments TEXT NOT NULL,
+		triggers TEXT NOT NULL, targets TEXT NOT NULL, created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+		last_modified_at DOUBLE PRECISION NOT NULL, deleted INTEGER NOT NULL DEFAULT 0, UNIQUE (org_id, number))`,
+	// The trigger outbox: written with the change a trigger derives from, relayed to the bus.
+	`CREATE TABLE IF NOT EXISTS trigger_outbox (
+		seq {{serial}}, id TEXT NOT NULL UNIQUE, org_id TEXT NOT NULL, env_id TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
+		payload TEXT NOT NULL, sent_at DOUBLE PRECISION NOT NULL DEFAULT 0)`,
+	`CREATE INDEX IF NOT EXISTS trigger_outbox_pending ON trigger_outbox (sent_at, seq)`,
+	// The notify tier's delivery log, keyed by (organization, rule, target, event): it
+	// deduplicates deliveries and keeps dead letters. Times are Unix nanoseconds, 0 for never.
+	`CREATE TABLE IF NOT EXISTS notify_deliveries (
+		org TEXT NOT NULL, rule BIGINT NOT NULL, target TEXT NOT NULL, event TEXT NOT NULL, notifier TEXT NOT NULL,
+		payload TEXT NOT NULL, state INTEGER NOT NULL, lease_until BIGINT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+		settled_at BIGINT NOT NULL DEFAULT 0, failed_at BIGINT NOT NULL DEFAULT 0, retryable INTEGER NOT NULL DEFAULT 0,
+		reason TEXT NOT NULL DEFAULT '', message TEXT NOT NULL DEFAULT '', exhausted INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (org, rule, target, event))`,
+	`CREATE INDEX IF NOT EXISTS notify_dead_letters ON notify_deliveries (org, state, failed_at)`,
+	`CREATE TABLE IF NOT EXISTS notify_outcomes (
+		org TEXT NOT NULL, rule BIGINT NOT NULL, target TEXT NOT NULL, last_success_at BIGINT NOT NULL DEFAULT 0,
+		last_failure_at BIGINT NOT NULL DEFAULT 0, last_failure_reason TEXT NOT NULL DEFAULT '',
+		last_failure_message TEXT NOT NULL DEFAULT '', PRIMARY KEY (org, rule, target))`,
 }

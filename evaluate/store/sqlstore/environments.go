@@ -408,6 +408,9 @@ func (t *txn) UpdateEnvironment(ctx context.Context, e store.Environment) error 
 	if err != nil {
 		return err
 	}
+	if err := t.enqueueComplianceChange(ctx, e); err != nil {
+		return err
+	}
 	args = append(args, e.OrgID, e.ID)
 	n, err := t.exec(ctx, "update environment", `UPDATE environments SET name = ?, type = ?, description = ?, include_scaling = ?,
 		require_provenance = ?, included = ?, tags = ?, archived = ?, last_modified_at = ?, last_reported_at = ?,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/veritrail/veritrail/evaluate/store"
@@ -20,6 +21,8 @@ type Store struct {
 	wstmts *stmtCache
 	rstmts *stmtCache
 	sent   atomic.Int64
+	// relayMu keeps this process's relays of the trigger outbox one at a time.
+	relayMu sync.Mutex
 }
 
 // Statements is how many statements (round trips) the store has sent so far.

@@ -54,6 +54,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RollbackOnPanic", testRollbackOnPanic},
 		{"Tenancy", testTenancy},
 		{"ConcurrentUpdates", testConcurrentUpdates},
+		{"NotificationRules", testNotificationRules},
+		{"TriggerOutbox", testTriggerOutbox},
+		{"ComplianceTriggers", testComplianceTriggers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
