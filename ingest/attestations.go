@@ -281,9 +281,15 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	if err := decodeJSONPart("data_json", raw, &common); err != nil {
 		return nil, err
 	}
-	var data map[string]any
-	if err := decodeJSONPart("data_json", raw, &data); err != nil {
+	// The data is stored as it came: its values stay raw JSON (decoding them only to encode
+	// them again cost a tenth of a request), and the kinds add their own fields beside them.
+	var fields map[string]json.RawMessage
+	if err := decodeJSONPart("data_json", raw, &fields); err != nil {
 		return nil, err
+	}
+	data := make(map[string]any, len(fields)+4)
+	for k, v := range fields {
+		data[k] = v
 	}
 	name, target := splitAttestationName(common.AttestationName, common.TargetArtifacts)
 	c := checker{}

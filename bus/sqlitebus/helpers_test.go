@@ -109,10 +109,11 @@ func equalIDs(t testing.TB, got, want []string) {
 }
 
 type sqlConnCheck struct {
-	conn    interface{ Close() error }
-	sync    int
-	journal string
-	busy    int
+	conn       interface{ Close() error }
+	sync       int
+	journal    string
+	busy       int
+	checkpoint int
 }
 
 // checkConn reads the per-connection settings from a fresh pooled
@@ -132,6 +133,9 @@ func checkConn(t testing.TB, db *sql.DB) *sqlConnCheck {
 		t.Fatal(err)
 	}
 	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&c.busy); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&c.checkpoint); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -29,8 +29,9 @@ func TestOpenSettings(t *testing.T) {
 			conns[i] = checkConn(t, db)
 		}
 		for _, c := range conns {
-			if c.sync != tc.want || c.journal != "wal" || c.busy != 1234 {
-				t.Errorf("synchronous %q: got synchronous=%d journal_mode=%s busy_timeout=%d", tc.sync, c.sync, c.journal, c.busy)
+			if c.sync != tc.want || c.journal != "wal" || c.busy != 1234 || c.checkpoint != 8192 {
+				t.Errorf("synchronous %q: got synchronous=%d journal_mode=%s busy_timeout=%d wal_autocheckpoint=%d",
+					tc.sync, c.sync, c.journal, c.busy, c.checkpoint)
 			}
 			_ = c.conn.Close()
 		}
