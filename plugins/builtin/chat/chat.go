@@ -19,45 +19,29 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/veritrail/veritrail/plugins/sdk"
 	"github.com/veritrail/veritrail/plugins/sdk/safehttp"
 )
 
-const defaultTimeout = 10 * time.Second
-
 // Notifier delivers to Slack and Teams targets. The zero value is not usable; call New.
 type Notifier struct {
-	mu     sync.RWMutex
-	client *http.Client
+	http *sdk.HTTPClient
 }
 
 var _ sdk.Notifier = (*Notifier)(nil)
 
 // New returns a chat notifier with the default settings (private addresses refused).
 func New() *Notifier {
-	return &Notifier{client: safehttp.NewClient(safehttp.Options{Timeout: defaultTimeout})}
+	return &Notifier{http: sdk.NewHTTPClient()}
 }
 
 // Configure applies the settings described in the package comment.
 func (n *Notifier) Configure(_ context.Context, settings map[string]string) error {
-	s := sdk.Settings(settings)
-	if err := s.Only("allow_private", "timeout"); err != nil {
+	if err := n.http.Configure(settings); err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
-	allowPrivate, err := s.Bool("allow_private", false)
-	if err != nil {
-		return fmt.Errorf("chat: %w", err)
-	}
-	timeout, err := s.Duration("timeout", defaultTimeout)
-	if err != nil {
-		return fmt.Errorf("chat: %w", err)
-	}
-	n.mu.Lock()
-	n.client = safehttp.NewClient(safehttp.Options{AllowPrivate: allowPrivate, Timeout: timeout})
-	n.mu.Unlock()
 	return nil
 }
 
@@ -87,9 +71,7 @@ func (n *Notifier) Notify(ctx context.Context, msg *sdk.Notification) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Veritrail-Chat/1")
 
-	n.mu.RLock()
-	client := n.client
-	n.mu.RUnlock()
+	client := n.http.Client()
 	resp, err := client.Do(req)
 	if err != nil {
 		return sdk.ClassifyRequestError(fmt.Errorf("chat: post to %s: %w", u.Redacted(), err))

@@ -35,7 +35,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/veritrail/veritrail/plugins/sdk"
@@ -50,38 +49,23 @@ const (
 	HeaderSchemaVersion = "X-Veritrail-Schema-Version"
 )
 
-const defaultTimeout = 10 * time.Second
-
 // Notifier delivers to WEBHOOK targets. The zero value is not usable; call New.
 type Notifier struct {
-	mu     sync.RWMutex
-	client *http.Client
+	http *sdk.HTTPClient
 }
 
 var _ sdk.Notifier = (*Notifier)(nil)
 
 // New returns a webhook notifier with the default settings (private addresses refused).
 func New() *Notifier {
-	return &Notifier{client: safehttp.NewClient(safehttp.Options{Timeout: defaultTimeout})}
+	return &Notifier{http: sdk.NewHTTPClient()}
 }
 
 // Configure applies the settings described in the package comment.
 func (n *Notifier) Configure(_ context.Context, settings map[string]string) error {
-	s := sdk.Settings(settings)
-	if err := s.Only("allow_private", "timeout"); err != nil {
+	if err := n.http.Configure(settings); err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
-	allowPrivate, err := s.Bool("allow_private", false)
-	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
-	}
-	timeout, err := s.Duration("timeout", defaultTimeout)
-	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
-	}
-	n.mu.Lock()
-	n.client = safehttp.NewClient(safehttp.Options{AllowPrivate: allowPrivate, Timeout: timeout})
-	n.mu.Unlock()
 	return nil
 }
 
@@ -108,9 +92,7 @@ func (n *Notifier) Notify(ctx context.Context, msg *sdk.Notification) error {
 		req.Header.Set(HeaderSignature, Sign([]byte(msg.Target.Secret), time.Now().Unix(), body))
 	}
 
-	n.mu.RLock()
-	client := n.client
-	n.mu.RUnlock()
+	client := n.http.Client()
 	resp, err := client.Do(req)
 	if err != nil {
 		return sdk.ClassifyRequestError(fmt.Errorf("webhook: post to %s: %w", u.Redacted(), err))
