@@ -251,6 +251,7 @@ type Reader interface {
 	EnvironmentReader
 	ApprovalReader
 	ControlReader
+	PolicyReader
 
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
@@ -291,6 +292,7 @@ type Tx interface {
 	EnvironmentWriter
 	ApprovalWriter
 	ControlWriter
+	PolicyWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error

@@ -1,0 +1,503 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+)
+
+// policyStatements create the tables of environment policies. env_verdicts holds the current verdict per running
+// artifact of an environment with policies; policy_evaluations the rule evaluations, once per (policy meaning,
+// artifact input), keyed so that a verdict's input hash finds every policy's evaluation of it.
+var policyStatements = []string{
+	`CREATE TABLE IF NOT EXISTS policies (
+		org_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, created_by TEXT NOT NULL,
+		created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (org_id, name))`,
+	`CREATE TABLE IF NOT EXISTS policy_versions (
+		org_id TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, format TEXT NOT NULL, content TEXT NOT NULL,
+		content_id TEXT NOT NULL, comment TEXT NOT NULL, created_by TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+		PRIMARY KEY (org_id, name, version))`,
+	`CREATE TABLE IF NOT EXISTS env_policies (
+		seq {{serial}}, env_id TEXT NOT NULL, org_id TEXT NOT NULL, policy_name TEXT NOT NULL,
+		attached_at DOUBLE PRECISION NOT NULL, UNIQUE (env_id, policy_name))`,
+	`CREATE INDEX IF NOT EXISTS env_policies_policy ON env_policies (org_id, policy_name)`,
+	`CREATE TABLE IF NOT EXISTS policy_evaluations (
+		org_id TEXT NOT NULL, input_hash TEXT NOT NULL, policy_id TEXT NOT NULL, compliant INTEGER NOT NULL,
+		doc TEXT NOT NULL, PRIMARY KEY (org_id, input_hash, policy_id))`,
+	`CREATE TABLE IF NOT EXISTS env_verdicts (
+		env_id TEXT NOT NULL, fingerprint TEXT NOT NULL, name TEXT NOT NULL, org_id TEXT NOT NULL, input_hash TEXT NOT NULL,
+		compliant INTEGER NOT NULL, allowlisted INTEGER NOT NULL, policies TEXT NOT NULL,
+		evaluated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (env_id, fingerprint, name))`,
+}
+
+const policyVersionCols = `version, format, content, content_id, comment, created_by, created_at`
+
+func scanPolicyVersion(sc interface{ Scan(...any) error }, lead ...any) (store.PolicyVersion, error) {
+	var v store.PolicyVersion
+	err := sc.Scan(append(lead, &v.Version, &v.Format, &v.Content, &v.ContentID, &v.Comment, &v.CreatedBy, &v.CreatedAt)...)
+	return v, err
+}
+
+func (r reads) Policy(ctx context.Context, orgID, name string) (store.Policy, error) {
+	p := store.Policy{OrgID: orgID, Name: name}
+	err := r.row(ctx, `SELECT description, created_by, created_at FROM policies WHERE org_id = ? AND name = ?`, orgID, name).
+		Scan(&p.Description, &p.CreatedBy, &p.CreatedAt)
+	if err != nil {
+		return p, notFound(err, "policy "+name)
+	}
+	byName := map[string]*store.Policy{name: &p}
+	err = r.policyVersions(ctx, byName, `SELECT name, `+policyVersionCols+` FROM policy_versions
+		WHERE org_id = ? AND name = ? ORDER BY version`, orgID, name)
+	return p, err
+}
+
+func (r reads) ListPolicies(ctx context.Context, orgID string) ([]store.Policy, error) {
+	rows, err := r.rows(ctx, `SELECT name, description, created_by, created_at FROM policies WHERE org_id = ? ORDER BY name`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: list policies: %w", err)
+	}
+	var out []store.Policy
+	for rows.Next() {
+		p := store.Policy{OrgID: orgID}
+		if err := rows.Scan(&p.Name, &p.Description, &p.CreatedBy, &p.CreatedAt); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlstore: list policies: %w", err)
+		}
+		out = append(out, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: list policies: %w", err)
+	}
+	byName := make(map[string]*store.Policy, len(out))
+	for i := range out {
+		byName[out[i].Name] = &out[i]
+	}
+	err = r.policyVersions(ctx, byName, `SELECT name, `+policyVersionCols+` FROM policy_versions WHERE org_id = ?
+		ORDER BY name, version`, orgID)
+	return out, err
+}
+
+// policyVersions appends the versions q answers (name first) to the policies of byName.
+func (r reads) policyVersions(ctx context.Context, byName map[string]*store.Policy, q string, args ...any) error {
+	rows, err := r.rows(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("sqlstore: policy versions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		v, err := scanPolicyVersion(rows, &name)
+		if err != nil {
+			return fmt.Errorf("sqlstore: policy versions: %w", err)
+		}
+		if p := byName[name]; p != nil {
+			p.Versions = append(p.Versions, v)
+		}
+	}
+	return rows.Err()
+}
+
+func (r reads) PolicyEnvironments(ctx context.Context, orgID, name string) ([]string, error) {
+	return r.strings(ctx, "policy environments", `SELECT p.env_id FROM env_policies p JOIN environments e ON e.id = p.env_id
+		WHERE p.org_id = ? AND p.policy_name = ? AND e.archived = 0 ORDER BY p.env_id`, orgID, name)
+}
+
+func (r reads) strings(ctx context.Context, what, q string, args ...any) ([]string, error) {
+	rows, err := r.rows(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("sqlstore: %s: %w", what, err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (r reads) AttachedPolicies(ctx context.Context, envID string) ([]store.AttachedPolicy, error) {
+	rows, err := r.rows(ctx, `SELECT a.policy_name, v.version, v.format, v.content, v.content_id, v.comment, v.created_by,
+		v.created_at FROM env_policies a JOIN policy_versions v ON v.org_id = a.org_id AND v.name = a.policy_name
+		WHERE a.env_id = ? AND v.version = (SELECT MAX(m.version) FROM policy_versions m WHERE m.org_id = a.org_id AND m.name = a.policy_name)
+		ORDER BY a.seq`, envID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: attached policies: %w", err)
+	}
+	defer rows.Close()
+	var out []store.AttachedPolicy
+	for rows.Next() {
+		var a store.AttachedPolicy
+		if a.PolicyVersion, err = scanPolicyVersion(rows, &a.Name); err != nil {
+			return nil, fmt.Errorf("sqlstore: attached policies: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func (r reads) AttachedPolicyNames(ctx context.Context, orgID string) (map[string][]string, error) {
+	rows, err := r.rows(ctx, `SELECT env_id, policy_name FROM env_policies WHERE org_id = ? ORDER BY env_id, seq`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: attached policy names: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var env, name string
+		if err := rows.Scan(&env, &name); err != nil {
+			return nil, fmt.Errorf("sqlstore: attached policy names: %w", err)
+		}
+		out[env] = append(out[env], name)
+	}
+	return out, rows.Err()
+}
+
+// inChunks runs f on consecutive parts of items small enough for one statement each.
+func inChunks[T any](items []T, perRow int, f func(part []T) error) error {
+	for start, n := 0, rowsPer(perRow); start < len(items); start += n {
+		if err := f(items[start:min(start+n, len(items))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func anys[T any](items []T) []any {
+	out := make([]any, len(items))
+	for i, x := range items {
+		out[i] = x
+	}
+	return out
+}
+
+func (r reads) RunningWithPolicies(ctx context.Context, orgID string, fps []string) ([]store.Running, error) {
+	var out []store.Running
+	err := inChunks(fps, 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOff+`SELECT r.env_id, r.fingerprint, r.name, r.since FROM env_running r
+			WHERE r.org_id = ? AND r.fingerprint IN (`+placeholders(len(part))+`)
+			AND EXISTS (SELECT 1 FROM env_policies p WHERE p.env_id = r.env_id)
+			ORDER BY r.env_id, r.fingerprint, r.name`, append([]any{orgID}, anys(part)...)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: running with policies: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var x store.Running
+			if err := rows.Scan(&x.EnvID, &x.Fingerprint, &x.Name, &x.Since); err != nil {
+				return fmt.Errorf("sqlstore: running with policies: %w", err)
+			}
+			out = append(out, x)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+const verdictCols = `env_id, name, fingerprint, input_hash, compliant, allowlisted, policies, evaluated_at`
+
+func (r reads) verdicts(ctx context.Context, q string, args ...any) ([]store.Verdict, error) {
+	rows, err := r.rows(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: verdicts: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Verdict
+	for rows.Next() {
+		var v store.Verdict
+		var compliant, allowlisted int
+		var policies string
+		if err := rows.Scan(&v.EnvID, &v.Name, &v.Fingerprint, &v.InputHash, &compliant, &allowlisted, &policies, &v.EvaluatedAt); err != nil {
+			return nil, fmt.Errorf("sqlstore: verdicts: %w", err)
+		}
+		v.Compliant, v.Allowlisted = compliant != 0, allowlisted != 0
+		if err := json.Unmarshal([]byte(policies), &v.Policies); err != nil {
+			return nil, fmt.Errorf("sqlstore: verdict policies of %s: %w", v.Fingerprint, err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func (r reads) Verdicts(ctx context.Context, envID string, fps []string) ([]store.Verdict, error) {
+	if fps == nil {
+		return r.verdicts(ctx, `SELECT `+verdictCols+` FROM env_verdicts WHERE env_id = ? ORDER BY fingerprint, name`, envID)
+	}
+	var out []store.Verdict
+	err := inChunks(slices.Compact(slices.Sorted(slices.Values(fps))), 1, func(part []string) error {
+		vs, err := r.verdicts(ctx, oneOffIf(len(part) > 1)+`SELECT `+verdictCols+` FROM env_verdicts WHERE env_id = ?
+			AND fingerprint IN (`+placeholders(len(part))+`) ORDER BY fingerprint, name`, append([]any{envID}, anys(part)...)...)
+		out = append(out, vs...)
+		return err
+	})
+	return out, err
+}
+
+func (r reads) NonCompliantVerdicts(ctx context.Context, envID string) (int, error) {
+	return r.count(ctx, "non-compliant verdicts", `SELECT COUNT(*) FROM env_verdicts WHERE env_id = ? AND compliant = 0`, envID)
+}
+
+func (r reads) PolicyEvaluations(ctx context.Context, orgID string, hashes []string) ([]store.PolicyEvaluation, error) {
+	var out []store.PolicyEvaluation
+	err := inChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT policy_id, input_hash, compliant, doc FROM policy_evaluations
+			WHERE org_id = ? AND input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: policy evaluations: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e store.PolicyEvaluation
+			var compliant int
+			var doc string
+			if err := rows.Scan(&e.PolicyID, &e.InputHash, &compliant, &doc); err != nil {
+				return fmt.Errorf("sqlstore: policy evaluations: %w", err)
+			}
+			e.Compliant, e.RuleEvaluations = compliant != 0, json.RawMessage(doc)
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+func (r reads) TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string) (map[string][]store.AttestationFact, error) {
+	out := map[string][]store.AttestationFact{}
+	err := inChunks(slices.Compact(slices.Sorted(slices.Values(trailIDs))), 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOff+`SELECT trail_id, id, name, type, is_compliant, artifact_fingerprint, target_artifact,
+			overrides_id, created_at FROM attestations WHERE trail_id IN (`+placeholders(len(part))+`) ORDER BY trail_id, seq`, anys(part)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: attestation facts by trails: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var trail string
+			var a store.AttestationFact
+			var compliant int
+			if err := rows.Scan(&trail, &a.ID, &a.Name, &a.Type, &compliant, &a.ArtifactFingerprint, &a.TargetArtifact,
+				&a.OverridesID, &a.CreatedAt); err != nil {
+				return fmt.Errorf("sqlstore: attestation facts by trails: %w", err)
+			}
+			a.IsCompliant = compliant != 0
+			out[trail] = append(out[trail], a)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+func (r reads) DecisionControls(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	err := inChunks(ids, 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOff+`SELECT id, data FROM attestations WHERE type = 'decision' AND id IN (`+
+			placeholders(len(part))+`)`, anys(part)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: decision controls: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, data string
+			if err := rows.Scan(&id, &data); err != nil {
+				return fmt.Errorf("sqlstore: decision controls: %w", err)
+			}
+			var d struct {
+				Control string `json:"control"`
+			}
+			if err := json.Unmarshal([]byte(data), &d); err != nil {
+				return fmt.Errorf("sqlstore: decision %s: %w", id, err)
+			}
+			out[id] = d.Control
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// --- writes
+
+func (t *txn) PutPolicyVersion(ctx context.Context, orgID, name, description string, v store.PolicyVersion) error {
+	if v.Version == 1 {
+		if _, err := t.exec(ctx, "insert policy", `INSERT INTO policies (org_id, name, description, created_by, created_at)
+			VALUES (?, ?, ?, ?, ?)`, orgID, name, description, v.CreatedBy, v.CreatedAt); err != nil {
+			return err
+		}
+	} else if description != "" {
+		if err := t.SetPolicyDescription(ctx, orgID, name, description); err != nil {
+			return err
+		}
+	}
+	_, err := t.exec(ctx, "insert policy version", `INSERT INTO policy_versions (org_id, name, `+policyVersionCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, orgID, name, v.Version, v.Format, v.Content, v.ContentID, v.Comment, v.CreatedBy, v.CreatedAt)
+	return err
+}
+
+func (t *txn) SetPolicyDescription(ctx context.Context, orgID, name, description string) error {
+	n, err := t.exec(ctx, "set policy description", `UPDATE policies SET description = ? WHERE org_id = ? AND name = ?`,
+		description, orgID, name)
+	if err == nil && n == 0 {
+		return fmt.Errorf("sqlstore: set policy description %s: %w", name, store.ErrNotFound)
+	}
+	return err
+}
+
+func (t *txn) AttachPolicies(ctx context.Context, orgID, envID string, names []string, at float64) error {
+	return inChunks(names, 4, func(part []string) error {
+		args := make([]any, 0, 4*len(part))
+		for _, n := range part {
+			args = append(args, envID, orgID, n, at)
+		}
+		_, err := t.exec(ctx, "attach policies", oneOff+`INSERT INTO env_policies (env_id, org_id, policy_name, attached_at) VALUES `+
+			rowsOf(len(part), 4)+` ON CONFLICT (env_id, policy_name) DO NOTHING`, args...)
+		return err
+	})
+}
+
+func (t *txn) DetachPolicies(ctx context.Context, envID string, names []string) error {
+	return inChunks(names, 1, func(part []string) error {
+		_, err := t.exec(ctx, "detach policies", oneOff+`DELETE FROM env_policies WHERE env_id = ? AND policy_name IN (`+
+			placeholders(len(part))+`)`, append([]any{envID}, anys(part)...)...)
+		return err
+	})
+}
+
+// LockEnvironment takes the environment's row lock on PostgreSQL until the transaction ends. SQLite runs one write
+// transaction at a time, so there it is a no-op and costs no round trip.
+func (t *txn) LockEnvironment(ctx context.Context, envID string) error {
+	if t.d.name != postgresDialect.name {
+		return nil
+	}
+	rows, err := t.rows(ctx, `SELECT id FROM environments WHERE id = ? FOR UPDATE`, envID)
+	if err != nil {
+		return fmt.Errorf("sqlstore: lock environment %s: %w", envID, err)
+	}
+	return rows.Close()
+}
+
+func (t *txn) PutPolicyEvaluations(ctx context.Context, orgID string, evals []store.PolicyEvaluation) error {
+	return inChunks(evals, 5, func(part []store.PolicyEvaluation) error {
+		args := make([]any, 0, 5*len(part))
+		for _, e := range part {
+			args = append(args, orgID, e.InputHash, e.PolicyID, b2i(e.Compliant), string(e.RuleEvaluations))
+		}
+		_, err := t.exec(ctx, "put policy evaluations", oneOff+`INSERT INTO policy_evaluations (org_id, input_hash, policy_id,
+			compliant, doc) VALUES `+rowsOf(len(part), 5)+` ON CONFLICT (org_id, input_hash, policy_id) DO NOTHING`, args...)
+		return err
+	})
+}
+
+func (t *txn) PutVerdicts(ctx context.Context, orgID string, verdicts []store.Verdict) error {
+	return inChunks(verdicts, 9, func(part []store.Verdict) error {
+		args := make([]any, 0, 9*len(part))
+		for _, v := range part {
+			policies, err := json.Marshal(nonNilPolicies(v.Policies))
+			if err != nil {
+				return fmt.Errorf("sqlstore: verdict policies: %w", err)
+			}
+			args = append(args, v.EnvID, v.Fingerprint, v.Name, orgID, v.InputHash, b2i(v.Compliant), b2i(v.Allowlisted),
+				string(policies), v.EvaluatedAt)
+		}
+		_, err := t.exec(ctx, "put verdicts", oneOff+`INSERT INTO env_verdicts (env_id, fingerprint, name, org_id, input_hash,
+			compliant, allowlisted, policies, evaluated_at) VALUES `+rowsOf(len(part), 9)+`
+			ON CONFLICT (env_id, fingerprint, name) DO UPDATE SET input_hash = excluded.input_hash,
+			compliant = excluded.compliant, allowlisted = excluded.allowlisted, policies = excluded.policies,
+			evaluated_at = excluded.evaluated_at`, args...)
+		return err
+	})
+}
+
+func nonNilPolicies(p []store.VerdictPolicy) []store.VerdictPolicy {
+	if p == nil {
+		return []store.VerdictPolicy{}
+	}
+	return p
+}
+
+func (t *txn) DeleteVerdicts(ctx context.Context, envID string, keys []store.VerdictKey) error {
+	if keys == nil {
+		_, err := t.exec(ctx, "delete verdicts", `DELETE FROM env_verdicts WHERE env_id = ?`, envID)
+		return err
+	}
+	return inChunks(keys, 2, func(part []store.VerdictKey) error {
+		args := make([]any, 0, 1+2*len(part))
+		args = append(args, envID)
+		for _, k := range part {
+			args = append(args, k.Fingerprint, k.Name)
+		}
+		_, err := t.exec(ctx, "delete verdicts", oneOff+`DELETE FROM env_verdicts WHERE env_id = ? AND (fingerprint, name) IN (VALUES `+
+			rowsOf(len(part), 2)+`)`, args...)
+		return err
+	})
+}
+
+func (t *txn) SetEnvironmentState(ctx context.Context, orgID, envID string, state *bool) (bool, error) {
+	var v any
+	if state != nil {
+		v = b2i(*state)
+	}
+	n, err := t.exec(ctx, "set environment state", `UPDATE environments SET state = ? WHERE org_id = ? AND id = ?
+		AND state IS DISTINCT FROM ?`, v, orgID, envID, v)
+	return n > 0, err
+}
+
+func (t *txn) SetLatestSnapshotCompliance(ctx context.Context, envID string, compliant *bool) error {
+	var v any
+	if compliant != nil {
+		v = b2i(*compliant)
+	}
+	_, err := t.exec(ctx, "set snapshot compliance", `UPDATE snapshots SET compliant = ? WHERE env_id = ?
+		AND idx = (SELECT MAX(idx) FROM snapshots WHERE env_id = ?)`, v, envID, envID)
+	return err
+}
+
+// Policy reads delegate to the read pool.
+
+func (s *Store) Policy(ctx context.Context, orgID, name string) (store.Policy, error) {
+	return s.reader().Policy(ctx, orgID, name)
+}
+
+func (s *Store) ListPolicies(ctx context.Context, orgID string) ([]store.Policy, error) {
+	return s.reader().ListPolicies(ctx, orgID)
+}
+
+func (s *Store) PolicyEnvironments(ctx context.Context, orgID, name string) ([]string, error) {
+	return s.reader().PolicyEnvironments(ctx, orgID, name)
+}
+
+func (s *Store) AttachedPolicies(ctx context.Context, envID string) ([]store.AttachedPolicy, error) {
+	return s.reader().AttachedPolicies(ctx, envID)
+}
+
+func (s *Store) AttachedPolicyNames(ctx context.Context, orgID string) (map[string][]string, error) {
+	return s.reader().AttachedPolicyNames(ctx, orgID)
+}
+
+func (s *Store) RunningWithPolicies(ctx context.Context, orgID string, fps []string) ([]store.Running, error) {
+	return s.reader().RunningWithPolicies(ctx, orgID, fps)
+}
+
+func (s *Store) Verdicts(ctx context.Context, envID string, fps []string) ([]store.Verdict, error) {
+	return s.reader().Verdicts(ctx, envID, fps)
+}
+
+func (s *Store) NonCompliantVerdicts(ctx context.Context, envID string) (int, error) {
+	return s.reader().NonCompliantVerdicts(ctx, envID)
+}
+
+func (s *Store) PolicyEvaluations(ctx context.Context, orgID string, hashes []string) ([]store.PolicyEvaluation, error) {
+	return s.reader().PolicyEvaluations(ctx, orgID, hashes)
+}
+
+func (s *Store) TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string) (map[string][]store.AttestationFact, error) {
+	return s.reader().TrailAttestationFactsByIDs(ctx, trailIDs)
+}
+
+func (s *Store) DecisionControls(ctx context.Context, ids []string) (map[string]string, error) {
+	return s.reader().DecisionControls(ctx, ids)
+}
