@@ -56,8 +56,25 @@ type PolicyEvaluation struct {
 	PolicyID  string
 	InputHash string
 	Compliant bool
+	// Failed says the policy could not judge the input (it does not comply then, and RuleEvaluations says why):
+	// such an evaluation is made again the next time the input is judged, and replaced.
+	Failed bool
 	// RuleEvaluations is the JSON array of the policy's rule evaluations.
 	RuleEvaluations json.RawMessage
+}
+
+// PolicyOutcome is a stored evaluation without its rule evaluations: what deciding whether to evaluate again needs.
+type PolicyOutcome struct {
+	PolicyID  string
+	InputHash string
+	Compliant bool
+}
+
+// SnapshotPolicy is a policy version a snapshot was judged by.
+type SnapshotPolicy struct {
+	Name    string `json:"policy_name"`
+	Version int    `json:"policy_version"`
+	ID      string `json:"policy_id"`
 }
 
 // VerdictPolicy is one policy's part of a verdict: which version judged the artifact and what it said.
@@ -78,8 +95,18 @@ type Verdict struct {
 	// Compliant is true when the artifact is allowlisted, or every policy is compliant.
 	Compliant   bool
 	Allowlisted bool
+	// Failed says some policy could not judge the artifact: it is judged again whenever its environment is.
+	Failed      bool
 	Policies    []VerdictPolicy // in attachment order
 	EvaluatedAt float64
+}
+
+// VerdictState is what judging an artifact again is compared with: the input the stored verdict judged and its
+// outcome, without the rest of the verdict.
+type VerdictState struct {
+	InputHash string
+	Compliant bool
+	Failed    bool
 }
 
 // VerdictKey names a verdict within its environment.
@@ -107,10 +134,19 @@ type PolicyReader interface {
 	// Verdicts lists an environment's verdicts on the fingerprints, or on every artifact when fingerprints is nil,
 	// ordered by fingerprint and name.
 	Verdicts(ctx context.Context, envID string, fingerprints []string) ([]Verdict, error)
+	// VerdictStates maps the environment's verdicts on the fingerprints (every one when fingerprints is nil) to
+	// their VerdictState, without reading the verdicts whole.
+	VerdictStates(ctx context.Context, envID string, fingerprints []string) (map[VerdictKey]VerdictState, error)
+	// RunningWithPoliciesOfFlow is RunningWithPolicies for every fingerprint reported in a flow.
+	RunningWithPoliciesOfFlow(ctx context.Context, orgID, flowID string) ([]Running, error)
 	// NonCompliantVerdicts counts the environment's verdicts that are not compliant.
 	NonCompliantVerdicts(ctx context.Context, envID string) (int, error)
 	// PolicyEvaluations finds the stored evaluations of the input hashes (any policy).
 	PolicyEvaluations(ctx context.Context, orgID string, inputHashes []string) ([]PolicyEvaluation, error)
+	// PolicyOutcomes is PolicyEvaluations without rule evaluations and without the failed ones.
+	PolicyOutcomes(ctx context.Context, orgID string, inputHashes []string) ([]PolicyOutcome, error)
+	// SnapshotPolicies lists the policy versions a snapshot was judged by (none when it had no policies).
+	SnapshotPolicies(ctx context.Context, envID string, index int) ([]SnapshotPolicy, error)
 	// TrailAttestationFactsByIDs is TrailAttestationFacts of several trails in one query, by trail ID.
 	TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string) (map[string][]AttestationFact, error)
 	// DecisionControls maps each decision attestation of ids to the control it names.
@@ -132,8 +168,11 @@ type PolicyWriter interface {
 	// LockEnvironment makes concurrent transactions that evaluate one environment's policies take turns, so each
 	// reads what the one before it wrote (a no-op where the store has a single writer).
 	LockEnvironment(ctx context.Context, envID string) error
-	// PutPolicyEvaluations stores evaluations; a (policy, input) pair stored already is kept as it is.
+	// PutPolicyEvaluations stores evaluations; a (policy, input) pair stored already is kept as it is, unless it
+	// had failed.
 	PutPolicyEvaluations(ctx context.Context, orgID string, evals []PolicyEvaluation) error
+	// PutSnapshotPolicies records the policy versions a snapshot was judged by.
+	PutSnapshotPolicies(ctx context.Context, envID string, index int, policies []SnapshotPolicy) error
 	// PutVerdicts inserts or replaces verdicts of an environment.
 	PutVerdicts(ctx context.Context, orgID string, verdicts []Verdict) error
 	// DeleteVerdicts removes an environment's verdicts on keys, or all of them when keys is nil.

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -26,10 +27,12 @@ var policyStatements = []string{
 	`CREATE INDEX IF NOT EXISTS env_policies_policy ON env_policies (org_id, policy_name)`,
 	`CREATE TABLE IF NOT EXISTS policy_evaluations (
 		org_id TEXT NOT NULL, input_hash TEXT NOT NULL, policy_id TEXT NOT NULL, compliant INTEGER NOT NULL,
-		doc TEXT NOT NULL, PRIMARY KEY (org_id, input_hash, policy_id))`,
+		failed INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (org_id, input_hash, policy_id))`,
+	`CREATE TABLE IF NOT EXISTS snapshot_policies (
+		env_id TEXT NOT NULL, idx INTEGER NOT NULL, policies TEXT NOT NULL, PRIMARY KEY (env_id, idx))`,
 	`CREATE TABLE IF NOT EXISTS env_verdicts (
 		env_id TEXT NOT NULL, fingerprint TEXT NOT NULL, name TEXT NOT NULL, org_id TEXT NOT NULL, input_hash TEXT NOT NULL,
-		compliant INTEGER NOT NULL, allowlisted INTEGER NOT NULL, policies TEXT NOT NULL,
+		compliant INTEGER NOT NULL, allowlisted INTEGER NOT NULL, failed INTEGER NOT NULL, policies TEXT NOT NULL,
 		evaluated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (env_id, fingerprint, name))`,
 }
 
@@ -201,7 +204,7 @@ func (r reads) RunningWithPolicies(ctx context.Context, orgID string, fps []stri
 	return out, err
 }
 
-const verdictCols = `env_id, name, fingerprint, input_hash, compliant, allowlisted, policies, evaluated_at`
+const verdictCols = `env_id, name, fingerprint, input_hash, compliant, allowlisted, failed, policies, evaluated_at`
 
 func (r reads) verdicts(ctx context.Context, q string, args ...any) ([]store.Verdict, error) {
 	rows, err := r.rows(ctx, q, args...)
@@ -212,12 +215,13 @@ func (r reads) verdicts(ctx context.Context, q string, args ...any) ([]store.Ver
 	var out []store.Verdict
 	for rows.Next() {
 		var v store.Verdict
-		var compliant, allowlisted int
+		var compliant, allowlisted, failed int
 		var policies string
-		if err := rows.Scan(&v.EnvID, &v.Name, &v.Fingerprint, &v.InputHash, &compliant, &allowlisted, &policies, &v.EvaluatedAt); err != nil {
+		if err := rows.Scan(&v.EnvID, &v.Name, &v.Fingerprint, &v.InputHash, &compliant, &allowlisted, &failed, &policies,
+			&v.EvaluatedAt); err != nil {
 			return nil, fmt.Errorf("sqlstore: verdicts: %w", err)
 		}
-		v.Compliant, v.Allowlisted = compliant != 0, allowlisted != 0
+		v.Compliant, v.Allowlisted, v.Failed = compliant != 0, allowlisted != 0, failed != 0
 		if err := json.Unmarshal([]byte(policies), &v.Policies); err != nil {
 			return nil, fmt.Errorf("sqlstore: verdict policies of %s: %w", v.Fingerprint, err)
 		}
@@ -240,6 +244,55 @@ func (r reads) Verdicts(ctx context.Context, envID string, fps []string) ([]stor
 	return out, err
 }
 
+func (r reads) VerdictStates(ctx context.Context, envID string, fps []string) (map[store.VerdictKey]store.VerdictState, error) {
+	out := map[store.VerdictKey]store.VerdictState{}
+	scan := func(q string, args ...any) error {
+		rows, err := r.rows(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: verdict states: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k store.VerdictKey
+			var v store.VerdictState
+			var compliant, failed int
+			if err := rows.Scan(&k.Name, &k.Fingerprint, &v.InputHash, &compliant, &failed); err != nil {
+				return fmt.Errorf("sqlstore: verdict states: %w", err)
+			}
+			v.Compliant, v.Failed = compliant != 0, failed != 0
+			out[k] = v
+		}
+		return rows.Err()
+	}
+	const cols = `SELECT name, fingerprint, input_hash, compliant, failed FROM env_verdicts WHERE env_id = ?`
+	if fps == nil {
+		return out, scan(cols, envID)
+	}
+	return out, inChunks(slices.Compact(slices.Sorted(slices.Values(fps))), 1, func(part []string) error {
+		return scan(oneOffIf(len(part) > 1)+cols+` AND fingerprint IN (`+placeholders(len(part))+`)`, append([]any{envID}, anys(part)...)...)
+	})
+}
+
+func (r reads) RunningWithPoliciesOfFlow(ctx context.Context, orgID, flowID string) ([]store.Running, error) {
+	rows, err := r.rows(ctx, `SELECT DISTINCT r.env_id, r.fingerprint, r.name, r.since FROM env_running r
+		JOIN artifacts a ON a.org_id = r.org_id AND a.fingerprint = r.fingerprint
+		WHERE r.org_id = ? AND a.flow_id = ? AND EXISTS (SELECT 1 FROM env_policies p WHERE p.env_id = r.env_id)
+		ORDER BY r.env_id, r.fingerprint, r.name`, orgID, flowID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: running with policies of flow: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Running
+	for rows.Next() {
+		var x store.Running
+		if err := rows.Scan(&x.EnvID, &x.Fingerprint, &x.Name, &x.Since); err != nil {
+			return nil, fmt.Errorf("sqlstore: running with policies of flow: %w", err)
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
 func (r reads) NonCompliantVerdicts(ctx context.Context, envID string) (int, error) {
 	return r.count(ctx, "non-compliant verdicts", `SELECT COUNT(*) FROM env_verdicts WHERE env_id = ? AND compliant = 0`, envID)
 }
@@ -247,7 +300,7 @@ func (r reads) NonCompliantVerdicts(ctx context.Context, envID string) (int, err
 func (r reads) PolicyEvaluations(ctx context.Context, orgID string, hashes []string) ([]store.PolicyEvaluation, error) {
 	var out []store.PolicyEvaluation
 	err := inChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT policy_id, input_hash, compliant, doc FROM policy_evaluations
+		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT policy_id, input_hash, compliant, failed, doc FROM policy_evaluations
 			WHERE org_id = ? AND input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
 		if err != nil {
 			return fmt.Errorf("sqlstore: policy evaluations: %w", err)
@@ -255,17 +308,56 @@ func (r reads) PolicyEvaluations(ctx context.Context, orgID string, hashes []str
 		defer rows.Close()
 		for rows.Next() {
 			var e store.PolicyEvaluation
-			var compliant int
+			var compliant, failed int
 			var doc string
-			if err := rows.Scan(&e.PolicyID, &e.InputHash, &compliant, &doc); err != nil {
+			if err := rows.Scan(&e.PolicyID, &e.InputHash, &compliant, &failed, &doc); err != nil {
 				return fmt.Errorf("sqlstore: policy evaluations: %w", err)
 			}
-			e.Compliant, e.RuleEvaluations = compliant != 0, json.RawMessage(doc)
+			e.Compliant, e.Failed, e.RuleEvaluations = compliant != 0, failed != 0, json.RawMessage(doc)
 			out = append(out, e)
 		}
 		return rows.Err()
 	})
 	return out, err
+}
+
+func (r reads) PolicyOutcomes(ctx context.Context, orgID string, hashes []string) ([]store.PolicyOutcome, error) {
+	var out []store.PolicyOutcome
+	err := inChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT policy_id, input_hash, compliant FROM policy_evaluations
+			WHERE org_id = ? AND failed = 0 AND input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: policy outcomes: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var o store.PolicyOutcome
+			var compliant int
+			if err := rows.Scan(&o.PolicyID, &o.InputHash, &compliant); err != nil {
+				return fmt.Errorf("sqlstore: policy outcomes: %w", err)
+			}
+			o.Compliant = compliant != 0
+			out = append(out, o)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+func (r reads) SnapshotPolicies(ctx context.Context, envID string, index int) ([]store.SnapshotPolicy, error) {
+	var doc string
+	err := r.row(ctx, `SELECT policies FROM snapshot_policies WHERE env_id = ? AND idx = ?`, envID, index).Scan(&doc)
+	if err != nil {
+		if err = notFound(err, "snapshot policies"); errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []store.SnapshotPolicy
+	if err := json.Unmarshal([]byte(doc), &out); err != nil {
+		return nil, fmt.Errorf("sqlstore: snapshot %d policies: %w", index, err)
+	}
+	return out, nil
 }
 
 func (r reads) TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string) (map[string][]store.AttestationFact, error) {
@@ -381,33 +473,44 @@ func (t *txn) LockEnvironment(ctx context.Context, envID string) error {
 }
 
 func (t *txn) PutPolicyEvaluations(ctx context.Context, orgID string, evals []store.PolicyEvaluation) error {
-	return inChunks(evals, 5, func(part []store.PolicyEvaluation) error {
-		args := make([]any, 0, 5*len(part))
+	return inChunks(evals, 6, func(part []store.PolicyEvaluation) error {
+		args := make([]any, 0, 6*len(part))
 		for _, e := range part {
-			args = append(args, orgID, e.InputHash, e.PolicyID, b2i(e.Compliant), string(e.RuleEvaluations))
+			args = append(args, orgID, e.InputHash, e.PolicyID, b2i(e.Compliant), b2i(e.Failed), string(e.RuleEvaluations))
 		}
 		_, err := t.exec(ctx, "put policy evaluations", oneOff+`INSERT INTO policy_evaluations (org_id, input_hash, policy_id,
-			compliant, doc) VALUES `+rowsOf(len(part), 5)+` ON CONFLICT (org_id, input_hash, policy_id) DO NOTHING`, args...)
+			compliant, failed, doc) VALUES `+rowsOf(len(part), 6)+` ON CONFLICT (org_id, input_hash, policy_id) DO UPDATE
+			SET compliant = excluded.compliant, failed = excluded.failed, doc = excluded.doc WHERE policy_evaluations.failed = 1`, args...)
 		return err
 	})
 }
 
+func (t *txn) PutSnapshotPolicies(ctx context.Context, envID string, index int, policies []store.SnapshotPolicy) error {
+	doc, err := json.Marshal(policies)
+	if err != nil {
+		return fmt.Errorf("sqlstore: snapshot policies: %w", err)
+	}
+	_, err = t.exec(ctx, "put snapshot policies", `INSERT INTO snapshot_policies (env_id, idx, policies) VALUES (?, ?, ?)
+		ON CONFLICT (env_id, idx) DO UPDATE SET policies = excluded.policies`, envID, index, string(doc))
+	return err
+}
+
 func (t *txn) PutVerdicts(ctx context.Context, orgID string, verdicts []store.Verdict) error {
-	return inChunks(verdicts, 9, func(part []store.Verdict) error {
-		args := make([]any, 0, 9*len(part))
+	return inChunks(verdicts, 10, func(part []store.Verdict) error {
+		args := make([]any, 0, 10*len(part))
 		for _, v := range part {
 			policies, err := json.Marshal(nonNilPolicies(v.Policies))
 			if err != nil {
 				return fmt.Errorf("sqlstore: verdict policies: %w", err)
 			}
 			args = append(args, v.EnvID, v.Fingerprint, v.Name, orgID, v.InputHash, b2i(v.Compliant), b2i(v.Allowlisted),
-				string(policies), v.EvaluatedAt)
+				b2i(v.Failed), string(policies), v.EvaluatedAt)
 		}
 		_, err := t.exec(ctx, "put verdicts", oneOff+`INSERT INTO env_verdicts (env_id, fingerprint, name, org_id, input_hash,
-			compliant, allowlisted, policies, evaluated_at) VALUES `+rowsOf(len(part), 9)+`
+			compliant, allowlisted, failed, policies, evaluated_at) VALUES `+rowsOf(len(part), 10)+`
 			ON CONFLICT (env_id, fingerprint, name) DO UPDATE SET input_hash = excluded.input_hash,
-			compliant = excluded.compliant, allowlisted = excluded.allowlisted, policies = excluded.policies,
-			evaluated_at = excluded.evaluated_at`, args...)
+			compliant = excluded.compliant, allowlisted = excluded.allowlisted, failed = excluded.failed,
+			policies = excluded.policies, evaluated_at = excluded.evaluated_at`, args...)
 		return err
 	})
 }
@@ -484,6 +587,22 @@ func (s *Store) RunningWithPolicies(ctx context.Context, orgID string, fps []str
 
 func (s *Store) Verdicts(ctx context.Context, envID string, fps []string) ([]store.Verdict, error) {
 	return s.reader().Verdicts(ctx, envID, fps)
+}
+
+func (s *Store) VerdictStates(ctx context.Context, envID string, fps []string) (map[store.VerdictKey]store.VerdictState, error) {
+	return s.reader().VerdictStates(ctx, envID, fps)
+}
+
+func (s *Store) RunningWithPoliciesOfFlow(ctx context.Context, orgID, flowID string) ([]store.Running, error) {
+	return s.reader().RunningWithPoliciesOfFlow(ctx, orgID, flowID)
+}
+
+func (s *Store) PolicyOutcomes(ctx context.Context, orgID string, hashes []string) ([]store.PolicyOutcome, error) {
+	return s.reader().PolicyOutcomes(ctx, orgID, hashes)
+}
+
+func (s *Store) SnapshotPolicies(ctx context.Context, envID string, index int) ([]store.SnapshotPolicy, error) {
+	return s.reader().SnapshotPolicies(ctx, envID, index)
 }
 
 func (s *Store) NonCompliantVerdicts(ctx context.Context, envID string) (int, error) {

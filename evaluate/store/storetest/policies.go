@@ -151,6 +151,20 @@ func testPolicyAttachments(t *testing.T, e *env) {
 	if len(running) != 2 || running[0].EnvID != "env-1" || running[0].Name != "web" || running[1].Name != "web-2" {
 		t.Errorf("RunningWithPolicies = %+v, want web and web-2 in env-1 only", running)
 	}
+	// The same, found by a flow that reported fpA (twice) and fpB.
+	f := e.flow(t, "org-a", "flow-1", "app")
+	tr := e.trail(t, f, "trail-1", "t1", t0)
+	e.artifact(t, tr, "art-1", fpA, "", "", t0)
+	e.artifact(t, tr, "art-2", fpA, "", "", t0+1)
+	e.artifact(t, tr, "art-3", fpB, "", "", t0+2)
+	byFlow, err := e.s.RunningWithPoliciesOfFlow(e.ctx, "org-a", "flow-1")
+	must(t, "RunningWithPoliciesOfFlow", err)
+	if !reflect.DeepEqual(byFlow, running) {
+		t.Errorf("RunningWithPoliciesOfFlow = %+v, want %+v", byFlow, running)
+	}
+	if none, err := e.s.RunningWithPoliciesOfFlow(e.ctx, "org-a", "flow-x"); err != nil || len(none) != 0 {
+		t.Errorf("RunningWithPoliciesOfFlow of an unknown flow = %+v, %v", none, err)
+	}
 	must(t, "LockEnvironment", e.s.Update(e.ctx, func(tx store.Tx) error { return tx.LockEnvironment(e.ctx, prod.ID) }))
 }
 
@@ -183,12 +197,22 @@ func testVerdicts(t *testing.T, e *env) {
 	if n, err := e.s.NonCompliantVerdicts(e.ctx, "env-1"); err != nil || n != 2 {
 		t.Errorf("NonCompliantVerdicts = %d, %v, want 2", n, err)
 	}
+	states, err := e.s.VerdictStates(e.ctx, "env-1", nil)
+	must(t, "VerdictStates", err)
+	if len(states) != 3 || states[store.VerdictKey{Name: "web-2", Fingerprint: fp("a")}] != (store.VerdictState{InputHash: "h-web-2"}) ||
+		!states[store.VerdictKey{Name: "web", Fingerprint: fp("a")}].Compliant {
+		t.Errorf("VerdictStates = %v", states)
+	}
+	if states, err := e.s.VerdictStates(e.ctx, "env-1", []string{fp("b")}); err != nil || len(states) != 1 ||
+		states[store.VerdictKey{Name: "api", Fingerprint: fp("b")}].InputHash != "h-api" {
+		t.Errorf("VerdictStates(b) = %v, %v", states, err)
+	}
 	// A verdict is replaced, not added, and deleting by key leaves the rest.
 	replaced := v("env-1", "api", "b", true)
-	replaced.Allowlisted, replaced.InputHash, replaced.Policies = true, "h-new", nil
+	replaced.Allowlisted, replaced.Failed, replaced.InputHash, replaced.Policies = true, true, "h-new", nil
 	e.update(t, func(tx store.Tx) error { return tx.PutVerdicts(e.ctx, "org-a", []store.Verdict{replaced}) })
 	if got, _ := e.s.Verdicts(e.ctx, "env-1", []string{fp("b")}); len(got) != 1 || !got[0].Compliant || !got[0].Allowlisted ||
-		got[0].InputHash != "h-new" || len(got[0].Policies) != 0 {
+		!got[0].Failed || got[0].InputHash != "h-new" || len(got[0].Policies) != 0 {
 		t.Errorf("replaced verdict = %+v", got)
 	}
 	e.update(t, func(tx store.Tx) error {
@@ -216,9 +240,19 @@ func testPolicyEvaluations(t *testing.T, e *env) {
 	e.update(t, func(tx store.Tx) error {
 		return tx.PutPolicyEvaluations(e.ctx, "org-a", []store.PolicyEvaluation{ev("p1", "h1", true), ev("p2", "h1", false), ev("p1", "h2", true)})
 	})
-	// Stored once: the same pair again keeps the first.
+	// Stored once: the same pair again keeps the first, unless the first failed.
+	failed := ev("p3", "h1", false)
+	failed.Failed = true
 	e.update(t, func(tx store.Tx) error {
-		return tx.PutPolicyEvaluations(e.ctx, "org-a", []store.PolicyEvaluation{ev("p1", "h1", false)})
+		return tx.PutPolicyEvaluations(e.ctx, "org-a", []store.PolicyEvaluation{ev("p1", "h1", false), failed})
+	})
+	outcomes, err := e.s.PolicyOutcomes(e.ctx, "org-a", []string{"h1"})
+	must(t, "PolicyOutcomes", err)
+	if len(outcomes) != 2 || slices.ContainsFunc(outcomes, func(o store.PolicyOutcome) bool { return o.PolicyID == "p3" }) {
+		t.Errorf("PolicyOutcomes(h1) = %+v, want p1 and p2 (not the failed p3)", outcomes)
+	}
+	e.update(t, func(tx store.Tx) error {
+		return tx.PutPolicyEvaluations(e.ctx, "org-a", []store.PolicyEvaluation{ev("p3", "h1", true)})
 	})
 	e.update(t, func(tx store.Tx) error {
 		return tx.PutPolicyEvaluations(e.ctx, "org-b", []store.PolicyEvaluation{ev("p1", "h1", false)})
@@ -231,8 +265,9 @@ func testPolicyEvaluations(t *testing.T, e *env) {
 		}
 		return 1
 	})
-	if len(got) != 2 || got[0].PolicyID != "p1" || !got[0].Compliant || got[1].PolicyID != "p2" || got[1].Compliant {
-		t.Fatalf("PolicyEvaluations(h1) = %+v, want p1 compliant and p2 not", got)
+	if len(got) != 3 || got[0].PolicyID != "p1" || !got[0].Compliant || got[1].PolicyID != "p2" || got[1].Compliant ||
+		got[2].PolicyID != "p3" || !got[2].Compliant || got[2].Failed {
+		t.Fatalf("PolicyEvaluations(h1) = %+v, want p1 compliant, p2 not, p3 replaced by its success", got)
 	}
 	checkJSON(t, "rule evaluations", got[0].RuleEvaluations, ev("p1", "h1", true).RuleEvaluations)
 }
@@ -283,6 +318,15 @@ func testEnvironmentState(t *testing.T, e *env) {
 	must(t, "LatestSnapshot", err)
 	if first.Compliant != nil || latest.Compliant == nil || *latest.Compliant {
 		t.Errorf("snapshot compliance: first %v, latest %v; want null and false", first.Compliant, latest.Compliant)
+	}
+
+	refs := []store.SnapshotPolicy{{Name: "p1", Version: 3, ID: "id-1"}, {Name: "p0", Version: 1, ID: "id-0"}}
+	e.update(t, func(tx store.Tx) error { return tx.PutSnapshotPolicies(e.ctx, "env-1", 2, refs) })
+	if got, err := e.s.SnapshotPolicies(e.ctx, "env-1", 2); err != nil || !reflect.DeepEqual(got, refs) {
+		t.Errorf("SnapshotPolicies(2) = %+v, %v, want %+v", got, err, refs)
+	}
+	if got, err := e.s.SnapshotPolicies(e.ctx, "env-1", 1); err != nil || got != nil {
+		t.Errorf("SnapshotPolicies of a snapshot without policies = %+v, %v", got, err)
 	}
 }
 
