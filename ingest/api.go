@@ -23,10 +23,12 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/veritrail/veritrail/evaluate/policyeval"
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/blobs"
 	"github.com/veritrail/veritrail/ingest/contract"
 	"github.com/veritrail/veritrail/policies/customtype"
+	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -64,6 +66,8 @@ type Deps struct {
 	Publisher message.Publisher
 	Blobs     blobs.Store
 	Log       *slog.Logger
+	// Policies evaluates environment policies for assert and what-if; nil makes one with default options.
+	Policies *envpolicy.Engine
 }
 
 // API is the HTTP API.
@@ -77,6 +81,10 @@ type API struct {
 	huma    huma.API
 	mux     *chi.Mux
 	types   *typeCache
+	// policies evaluates environment policies on the fly (assert of an artifact not running, what-if), with
+	// parsed policies cached by meaning.
+	policies *policyeval.Cache
+	engine   *envpolicy.Engine
 	// principals caches resolved keys briefly (see principalTTL).
 	principals sync.Map
 }
@@ -91,6 +99,10 @@ func New(cfg Config, d Deps) *API {
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache()}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+	a.policies, a.engine = policyeval.NewCache(0), d.Policies
+	if a.engine == nil {
+		a.engine = envpolicy.NewEngine(envpolicy.Options{})
+	}
 
 	a.mux.Use(a.recoverPanics)
 
@@ -119,6 +131,8 @@ func New(cfg Config, d Deps) *API {
 	a.registerTags()
 	a.registerControls()
 	a.registerSnapshots()
+	a.registerPolicies()
+	a.registerAsserts()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

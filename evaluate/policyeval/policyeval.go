@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -39,8 +40,8 @@ type trailFacts struct {
 	byTarget      map[string][]envpolicy.Attestation // bound to a template slot before the artifact existed
 }
 
-// LoadReports finds, in three queries whatever the number of fingerprints, the trails of live flows that
-// reported each fingerprint.
+// LoadReports finds the trails of live flows that reported each fingerprint, in a number of queries that does not
+// grow with the number of fingerprints.
 func LoadReports(ctx context.Context, r store.Reader, orgID string, fps []string) (*Evidence, error) {
 	ev := &Evidence{reports: map[string][]Report{}}
 	if len(fps) == 0 {
@@ -50,13 +51,9 @@ func LoadReports(ctx context.Context, r store.Reader, orgID string, fps []string
 	if err != nil || len(arts) == 0 {
 		return ev, err
 	}
-	flows, _, err := r.ListFlows(ctx, orgID, store.FlowFilter{})
+	flowByID, err := liveFlows(ctx, r, orgID, arts)
 	if err != nil {
 		return nil, err
-	}
-	flowByID := make(map[string]store.Flow, len(flows))
-	for _, f := range flows {
-		flowByID[f.ID] = f
 	}
 	trailIDs := make([]string, 0, len(arts))
 	for _, a := range arts {
@@ -85,6 +82,44 @@ func LoadReports(ctx context.Context, r store.Reader, orgID string, fps []string
 		slices.SortStableFunc(ev.reports[fp], func(x, y Report) int { return cmp.Compare(x.Flow.Name, y.Flow.Name) })
 	}
 	return ev, nil
+}
+
+// fewFlows is the number of flows up to which liveFlows reads each flow by ID rather than list them all: an assert
+// reads one or two, a snapshot of many artifacts the organization's whole list at once.
+const fewFlows = 4
+
+// liveFlows maps the IDs of the flows of arts that are not archived to the flows.
+func liveFlows(ctx context.Context, r store.Reader, orgID string, arts []store.Artifact) (map[string]store.Flow, error) {
+	ids := make([]string, 0, fewFlows+1)
+	for _, a := range arts {
+		if !slices.Contains(ids, a.FlowID) {
+			if ids = append(ids, a.FlowID); len(ids) > fewFlows {
+				break
+			}
+		}
+	}
+	out := make(map[string]store.Flow, len(ids))
+	if len(ids) <= fewFlows {
+		for _, id := range ids {
+			f, err := r.FlowByID(ctx, orgID, id)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && f.Archived) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[id] = f
+		}
+		return out, nil
+	}
+	flows, _, err := r.ListFlows(ctx, orgID, store.FlowFilter{})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range flows {
+		out[f.ID] = f
+	}
+	return out, nil
 }
 
 // Reports lists the trails that reported fp, by flow name (newest report first within a flow).
