@@ -222,7 +222,7 @@ func TestPolicyAsserts(t *testing.T) {
 		if got := failing(t, res["policy_evaluations"].([]any)[0]); res["compliant"] != false || !slices.Equal(got, []string{"missing_attestation"}) {
 			t.Errorf("after tagging api high risk: compliant %v, failing %v", res["compliant"], got)
 		}
-		if env := k.get("/environments/" + testOrg + "/env-risky").want(t, 200).JSON(t); env["state"] != false ||
+		if env := k.get("/environments/"+testOrg+"/env-risky").want(t, 200).JSON(t); env["state"] != false ||
 			fmt.Sprint(env["policies"]) != "[risky]" {
 			t.Errorf("env-risky after tagging: %v", env)
 		}
@@ -284,7 +284,7 @@ func TestPolicyLifecycle(t *testing.T) {
 		p.artifact("web", "t1", web, "web:1")
 		p.env("prod")
 		p.report("prod", map[string]string{"web:1": web})
-		if s := k.get("/environments/" + testOrg + "/prod").want(t, 200).JSON(t); s["state"] != nil {
+		if s := k.get("/environments/"+testOrg+"/prod").want(t, 200).JSON(t); s["state"] != nil {
 			t.Fatalf("state without policies: %v", s["state"])
 		}
 
@@ -293,7 +293,7 @@ func TestPolicyLifecycle(t *testing.T) {
 		if r := p.policy("prod-policy", tests, http.StatusOK); !strings.Contains(string(r.Body), "unchanged") {
 			t.Errorf("an identical version: %s", r.Body)
 		}
-		pol := k.get("/policies/" + testOrg + "/prod-policy").want(t, 200).JSON(t)
+		pol := k.get("/policies/"+testOrg+"/prod-policy").want(t, 200).JSON(t)
 		versions := pol["versions"].([]any)
 		if len(versions) != 1 || versions[0].(map[string]any)["policy_yaml"] != tests || pol["description"] != "policy prod-policy" ||
 			versions[0].(map[string]any)["created_by"] == "" || fmt.Sprint(pol["consuming_envs"]) != "[]" {
@@ -301,11 +301,11 @@ func TestPolicyLifecycle(t *testing.T) {
 		}
 
 		p.attach("prod", "prod-policy").want(t, http.StatusOK)
-		env := k.get("/environments/" + testOrg + "/prod").want(t, 200).JSON(t)
+		env := k.get("/environments/"+testOrg+"/prod").want(t, 200).JSON(t)
 		if env["state"] != false || fmt.Sprint(env["policies"]) != "[prod-policy]" {
 			t.Fatalf("after attach: %v", env)
 		}
-		snap := k.get("/snapshots/" + testOrg + "/prod/-1").want(t, 200).JSON(t)
+		snap := k.get("/snapshots/"+testOrg+"/prod/-1").want(t, 200).JSON(t)
 		art := snap["artifacts"].([]any)[0].(map[string]any)
 		decisions := art["policy_decisions"].([]any)
 		if snap["compliant"] != false || art["compliant"] != false || len(decisions) != 1 ||
@@ -315,16 +315,16 @@ func TestPolicyLifecycle(t *testing.T) {
 		if _, ok := art["policy_verdict"]; ok {
 			t.Errorf("the stored verdict leaks into the view: %v", art)
 		}
-		if l := k.get("/policies/" + testOrg).want(t, 200).Array(t); len(l) != 1 || fmt.Sprint(l[0].(map[string]any)["consuming_envs"]) != "[prod]" {
+		if l := k.get("/policies/"+testOrg).want(t, 200).Array(t); len(l) != 1 || fmt.Sprint(l[0].(map[string]any)["consuming_envs"]) != "[prod]" {
 			t.Errorf("policy list: %v", l)
 		}
 
 		// New evidence re-judges the running artifact (through its trail's evaluation).
 		p.attest("web", "t1", "junit", "unit-tests", web, map[string]any{"junit_results": []map[string]any{{"name": "s", "failures": 0, "errors": 0}}})
-		if env := k.get("/environments/" + testOrg + "/prod").want(t, 200).JSON(t); env["state"] != true {
+		if env := k.get("/environments/"+testOrg+"/prod").want(t, 200).JSON(t); env["state"] != true {
 			t.Fatalf("after the tests passed: state %v", env["state"])
 		}
-		if s := k.get("/snapshots/" + testOrg + "/prod/-1").want(t, 200).JSON(t); s["compliant"] != true ||
+		if s := k.get("/snapshots/"+testOrg+"/prod/-1").want(t, 200).JSON(t); s["compliant"] != true ||
 			s["artifacts"].([]any)[0].(map[string]any)["compliant"] != true {
 			t.Fatalf("snapshot after the tests passed: %v", s)
 		}
@@ -338,7 +338,7 @@ func TestPolicyLifecycle(t *testing.T) {
 		if res["compliant"] != false || ev["policy_version"] != float64(2) || !slices.Equal(failing(t, ev), []string{"missing_attestation"}) {
 			t.Fatalf("after version 2: %v", res)
 		}
-		pol = k.get("/policies/" + testOrg + "/prod-policy").want(t, 200).JSON(t)
+		pol = k.get("/policies/"+testOrg+"/prod-policy").want(t, 200).JSON(t)
 		if v := pol["versions"].([]any); len(v) != 2 || v[1].(map[string]any)["comment"] != "needs a scan" || pol["latest_version"] != float64(2) {
 			t.Fatalf("versions: %v", pol["versions"])
 		}
@@ -357,7 +357,7 @@ func TestPolicyLifecycle(t *testing.T) {
 		if w["compliant"] != false || w["failing_count"] != float64(1) || w["policy"] != "strict" {
 			t.Fatalf("what-if of a failing draft: %v", w)
 		}
-		if l := k.get("/policies/" + testOrg).want(t, 200).Array(t); len(l) != 1 {
+		if l := k.get("/policies/"+testOrg).want(t, 200).Array(t); len(l) != 1 {
 			t.Errorf("what-if stored a policy: %v", l)
 		}
 
@@ -365,7 +365,7 @@ func TestPolicyLifecycle(t *testing.T) {
 		rego := "package acme.prod\n\nrule_evaluations := [{\"rule\": {\"type\": \"custom\"}, \"satisfied\": count(input.artifact.trails) > 0}]\n"
 		k.multipart(http.MethodPut, "/policies/"+testOrg, "payload", map[string]any{"name": "rego-policy", "type": "env"},
 			file{"policy_file", "provenance.rego", []byte(rego)}).want(t, http.StatusCreated)
-		if v := k.get("/policies/" + testOrg + "/rego-policy").want(t, 200).JSON(t)["versions"].([]any)[0].(map[string]any); v["format"] != "rego" {
+		if v := k.get("/policies/"+testOrg+"/rego-policy").want(t, 200).JSON(t)["versions"].([]any)[0].(map[string]any); v["format"] != "rego" {
 			t.Errorf("rego policy version: %v", v)
 		}
 		if res := p.assert(web, url.Values{"policy_name": {"rego-policy"}}); res["compliant"] != true {
@@ -375,8 +375,8 @@ func TestPolicyLifecycle(t *testing.T) {
 		// Detach: no policy decides any more.
 		k.send(http.MethodDelete, "/environments/"+testOrg+"/prod/policies", map[string]any{"policy_names": []string{"prod-policy"}}).
 			want(t, http.StatusOK)
-		env = k.get("/environments/" + testOrg + "/prod").want(t, 200).JSON(t)
-		snap = k.get("/snapshots/" + testOrg + "/prod/-1").want(t, 200).JSON(t)
+		env = k.get("/environments/"+testOrg+"/prod").want(t, 200).JSON(t)
+		snap = k.get("/snapshots/"+testOrg+"/prod/-1").want(t, 200).JSON(t)
 		if env["state"] != nil || fmt.Sprint(env["policies"]) != "[]" || snap["compliant"] != nil ||
 			len(snap["artifacts"].([]any)[0].(map[string]any)["policy_decisions"].([]any)) != 0 {
 			t.Fatalf("after detach: %v, %v", env, snap)
@@ -398,7 +398,7 @@ func TestPolicyLifecycle(t *testing.T) {
 		wantError(t, k.multipart(http.MethodPut, "/policies/"+testOrg, "payload", map[string]any{"name": "x"}), http.StatusBadRequest,
 			"Input payload validation failed", "policy_file")
 		wantError(t, k.get("/policies/"+testOrg+"/nope"), http.StatusNotFound, "Policy 'nope' does not exist in organization '"+testOrg+"'", "")
-		if l := k.get("/policies/" + testOrg).want(t, 200).Array(t); len(l) != 2 {
+		if l := k.get("/policies/"+testOrg).want(t, 200).Array(t); len(l) != 2 {
 			t.Errorf("a bad policy was stored: %v", l)
 		}
 		body, _ := json.Marshal(map[string]any{"policy_names": []string{"prod-policy"}})
