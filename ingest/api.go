@@ -22,6 +22,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/veritrail/veritrail/evaluate/policyeval"
 	"github.com/veritrail/veritrail/evaluate/store"
@@ -85,6 +86,8 @@ type API struct {
 	// parsed policies cached by meaning.
 	policies *policyeval.Cache
 	engine   *envpolicy.Engine
+	// compliance caches an artifact's compliance in a trail evaluation, for assert.
+	compliance *lru.Cache[complianceKey, AssertCompliance]
 	// principals caches resolved keys briefly (see principalTTL).
 	principals sync.Map
 }
@@ -100,6 +103,7 @@ func New(cfg Config, d Deps) *API {
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache()}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
+	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
 	if a.engine == nil {
 		a.engine = envpolicy.NewEngine(envpolicy.Options{})
 	}

@@ -133,7 +133,10 @@ func (a *API) assert(ctx context.Context, p *Principal, prefix, flowName, envNam
 	if err != nil {
 		return AssertResult{}, a.internal(ctx, "load artifact", err)
 	}
-	res := a.assertFlows(p, fp, ev.Reports(fp), flow)
+	res, err := a.assertFlows(ctx, p, fp, ev.Reports(fp), flow)
+	if err != nil {
+		return res, err
+	}
 	unknown := func() error {
 		if flow != nil {
 			return apiError(http.StatusNotFound, "Artifact with fingerprint '%s' does not exist in flow '%s' belonging to organization '%s'",
@@ -143,16 +146,32 @@ func (a *API) assert(ctx context.Context, p *Principal, prefix, flowName, envNam
 	}
 	switch {
 	case envName != "":
-		e, err := a.environmentByName(ctx, p, envName)
-		if err != nil {
-			return res, err
+		// The environment with the artifact's verdicts and their evaluations, in one read: a verdict exists only
+		// where policies decide, so most asserts need nothing more.
+		type found struct {
+			env      store.Environment
+			verdicts []store.Verdict
+			evals    []store.PolicyEvaluation
 		}
-		attached, err := a.store.AttachedPolicies(ctx, e.ID)
-		if err != nil {
-			return res, a.internal(ctx, "look up policies", err)
+		f, err := lookup(ctx, a, p, func() (found, error) {
+			e, vs, evs, err := a.store.EnvironmentVerdicts(ctx, p.Org.ID, envName, fp)
+			return found{e, vs, evs}, err
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			return res, apiError(http.StatusNotFound, "Environment named '%s' does not exist for organization '%s'", envName, p.Org.Name)
 		}
-		if len(attached) > 0 {
-			return res, a.assertEnvironment(ctx, p, e, attached, fp, ev, &res, unknown)
+		if err != nil {
+			return res, a.internal(ctx, "look up environment", err)
+		}
+		e, verdicts := f.env, f.verdicts
+		var attached []store.AttachedPolicy
+		if len(verdicts) == 0 {
+			if attached, err = a.store.AttachedPolicies(ctx, e.ID); err != nil {
+				return res, a.internal(ctx, "look up policies", err)
+			}
+		}
+		if len(verdicts) > 0 || len(attached) > 0 {
+			return res, a.assertEnvironment(ctx, e, verdicts, f.evals, attached, fp, ev, &res, unknown)
 		}
 		// An environment without policies is ignored: the artifact is judged by its trails.
 	case len(policyNames) > 0:
@@ -207,7 +226,7 @@ func (a *API) resolveFingerprint(ctx context.Context, p *Principal, prefix strin
 
 // assertFlows fills the flow-scope result: the artifact in each trail that reported it (only flow's when given),
 // compliant when it is compliant in every one.
-func (a *API) assertFlows(p *Principal, fp string, reports []policyeval.Report, flow *store.Flow) AssertResult {
+func (a *API) assertFlows(ctx context.Context, p *Principal, fp string, reports []policyeval.Report, flow *store.Flow) (AssertResult, error) {
 	res := AssertResult{Fingerprint: fp, Scope: ScopeFlow, Flows: []AssertFlow{},
 		HTMLURL:          a.cfg.BaseURL + "/" + p.Org.Name + "/fingerprints/" + fp,
 		ComplianceStatus: AssertCompliance{ArtifactFingerprint: fp, AttestationsStatuses: []AssertAttestation{}}}
@@ -215,8 +234,12 @@ func (a *API) assertFlows(p *Principal, fp string, reports []policyeval.Report, 
 		if flow != nil && r.Flow.ID != flow.ID {
 			continue
 		}
+		cs, err := a.artifactCompliance(ctx, fp, r)
+		if err != nil {
+			return res, err
+		}
 		f := AssertFlow{Flow: r.Flow.Name, Trail: r.Trail.Name, Compliant: r.Artifact.State == "COMPLIANT",
-			ComplianceStatus: artifactCompliance(fp, r), HTMLURL: a.artifactURL(p.Org.Name, r.Flow.Name, fp, r.Artifact.ID)}
+			ComplianceStatus: cs, HTMLURL: a.artifactURL(p.Org.Name, r.Flow.Name, fp, r.Artifact.ID)}
 		res.Flows = append(res.Flows, f)
 	}
 	res.Compliant = len(res.Flows) > 0
@@ -226,16 +249,41 @@ func (a *API) assertFlows(p *Principal, fp string, reports []policyeval.Report, 
 			res.Flow, res.Trail, res.ComplianceStatus, res.HTMLURL = f.Flow, f.Trail, f.ComplianceStatus, f.HTMLURL
 		}
 	}
-	return res
+	return res, nil
+}
+
+// complianceKey names what artifactCompliance makes of one trail evaluation: a trail is evaluated again (and
+// EvaluatedAt moves) whenever its evidence changes, so an entry never goes stale.
+type complianceKey struct {
+	trailID     string
+	evaluatedAt float64
+	fingerprint string
+	state       string
 }
 
 // artifactCompliance is the artifact's compliance in one trail: its state there, the trail's own attestations and
-// the artifact's.
-func artifactCompliance(fp string, r policyeval.Report) AssertCompliance {
-	out := AssertCompliance{ArtifactFingerprint: fp, Status: r.Artifact.State, IsCompliant: r.Artifact.State == "COMPLIANT",
+// the artifact's. Decoding a trail's compliance document is most of an assert's work, so the result is cached.
+func (a *API) artifactCompliance(ctx context.Context, fp string, r policyeval.Report) (AssertCompliance, error) {
+	key := complianceKey{r.Trail.ID, r.Trail.EvaluatedAt, fp, r.Artifact.State}
+	if c, ok := a.compliance.Get(key); ok {
+		return c, nil
+	}
+	tr, err := a.store.TrailByID(ctx, r.Trail.ID)
+	if err != nil {
+		return AssertCompliance{}, a.internal(ctx, "load trail", err)
+	}
+	c := artifactCompliance(fp, r.Artifact.State, tr.Compliance)
+	if tr.EvaluatedAt == r.Trail.EvaluatedAt && r.Trail.EvaluatedAt > 0 { // not re-evaluated in between
+		a.compliance.Add(key, c)
+	}
+	return c, nil
+}
+
+func artifactCompliance(fp, state string, compliance json.RawMessage) AssertCompliance {
+	out := AssertCompliance{ArtifactFingerprint: fp, Status: state, IsCompliant: state == "COMPLIANT",
 		AttestationsStatuses: []AssertAttestation{}}
 	var doc trailCompliance
-	if len(r.Trail.Compliance) == 0 || json.Unmarshal(r.Trail.Compliance, &doc) != nil {
+	if len(compliance) == 0 || json.Unmarshal(compliance, &doc) != nil {
 		return out // not evaluated yet
 	}
 	out.EvaluatedAt = doc.EvaluatedAt
@@ -250,15 +298,11 @@ func artifactCompliance(fp string, r policyeval.Report) AssertCompliance {
 	return out
 }
 
-// assertEnvironment judges the artifact against an environment's policies: the stored verdict when it runs there,
-// else an evaluation now.
-func (a *API) assertEnvironment(ctx context.Context, p *Principal, e store.Environment, attached []store.AttachedPolicy, fp string,
-	ev *policyeval.Evidence, res *AssertResult, unknown func() error) error {
+// assertEnvironment judges the artifact against an environment's policies: the stored verdicts when it runs there,
+// else an evaluation now against the attached policies.
+func (a *API) assertEnvironment(ctx context.Context, e store.Environment, verdicts []store.Verdict, evals []store.PolicyEvaluation,
+	attached []store.AttachedPolicy, fp string, ev *policyeval.Evidence, res *AssertResult, unknown func() error) error {
 	res.Scope, res.Environment = ScopeEnvironment, &e.Name
-	verdicts, err := a.store.Verdicts(ctx, e.ID, []string{fp})
-	if err != nil {
-		return a.internal(ctx, "load verdict", err)
-	}
 	allowlisted := false
 	if len(verdicts) > 0 {
 		// Running under several names: compliant only if under each; the first name that is not shows why.
@@ -269,10 +313,6 @@ func (a *API) assertEnvironment(ctx context.Context, p *Principal, e store.Envir
 			if !x.Compliant && v.Compliant {
 				v = x
 			}
-		}
-		evals, err := a.store.PolicyEvaluations(ctx, p.Org.ID, []string{v.InputHash})
-		if err != nil {
-			return a.internal(ctx, "load policy evaluations", err)
 		}
 		res.PolicyEvaluations = policyeval.Expand(v.Policies, v.InputHash, policyeval.Index(evals))
 		allowlisted = v.Allowlisted

@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -18,13 +17,9 @@ import (
 	"github.com/veritrail/veritrail/policies/envpolicy"
 )
 
-// Report is one trail that reported a fingerprint: the newest report of it in that trail, with the trail and its
-// flow.
-type Report struct {
-	Artifact store.Artifact
-	Flow     store.Flow
-	Trail    store.Trail
-}
+// Report is one trail that reported a fingerprint: the newest report of it in that trail, with the trail (without
+// its compliance document) and its flow.
+type Report = store.FingerprintReport
 
 // Evidence is what the store knows about a set of fingerprints. LoadReports reads where they were reported;
 // LoadAttestations adds the attestations of those trails, which only policies need.
@@ -40,86 +35,31 @@ type trailFacts struct {
 	byTarget      map[string][]envpolicy.Attestation // bound to a template slot before the artifact existed
 }
 
-// LoadReports finds the trails of live flows that reported each fingerprint, in a number of queries that does not
-// grow with the number of fingerprints.
+// LoadReports finds the trails of live flows that reported each fingerprint, in one query (per 30,000
+// fingerprints). The trails come without their compliance documents.
 func LoadReports(ctx context.Context, r store.Reader, orgID string, fps []string) (*Evidence, error) {
 	ev := &Evidence{reports: map[string][]Report{}}
 	if len(fps) == 0 {
 		return ev, nil
 	}
-	arts, err := r.ArtifactsByFingerprints(ctx, orgID, fps)
-	if err != nil || len(arts) == 0 {
-		return ev, err
-	}
-	flowByID, err := liveFlows(ctx, r, orgID, arts)
+	reports, err := r.FingerprintReports(ctx, orgID, fps)
 	if err != nil {
 		return nil, err
-	}
-	trailIDs := make([]string, 0, len(arts))
-	for _, a := range arts {
-		trailIDs = append(trailIDs, a.TrailID)
-	}
-	trails, err := r.TrailsByIDs(ctx, slices.Compact(slices.Sorted(slices.Values(trailIDs))))
-	if err != nil {
-		return nil, err
-	}
-	trailByID := make(map[string]store.Trail, len(trails))
-	for _, t := range trails {
-		trailByID[t.ID] = t
 	}
 	seen := map[[2]string]bool{}
-	for i := len(arts) - 1; i >= 0; i-- { // newest report of each trail first
-		a := arts[i]
-		key := [2]string{a.Fingerprint, a.TrailID}
-		f, live := flowByID[a.FlowID]
-		if seen[key] || !live {
-			continue // an older report in the same trail, or an archived flow
+	for i := len(reports) - 1; i >= 0; i-- { // newest report of each trail first
+		x := reports[i]
+		key := [2]string{x.Artifact.Fingerprint, x.Artifact.TrailID}
+		if seen[key] {
+			continue // an older report in the same trail
 		}
 		seen[key] = true
-		ev.reports[a.Fingerprint] = append(ev.reports[a.Fingerprint], Report{Artifact: a, Flow: f, Trail: trailByID[a.TrailID]})
+		ev.reports[x.Artifact.Fingerprint] = append(ev.reports[x.Artifact.Fingerprint], x)
 	}
 	for fp := range ev.reports {
 		slices.SortStableFunc(ev.reports[fp], func(x, y Report) int { return cmp.Compare(x.Flow.Name, y.Flow.Name) })
 	}
 	return ev, nil
-}
-
-// fewFlows is the number of flows up to which liveFlows reads each flow by ID rather than list them all: an assert
-// reads one or two, a snapshot of many artifacts the organization's whole list at once.
-const fewFlows = 4
-
-// liveFlows maps the IDs of the flows of arts that are not archived to the flows.
-func liveFlows(ctx context.Context, r store.Reader, orgID string, arts []store.Artifact) (map[string]store.Flow, error) {
-	ids := make([]string, 0, fewFlows+1)
-	for _, a := range arts {
-		if !slices.Contains(ids, a.FlowID) {
-			if ids = append(ids, a.FlowID); len(ids) > fewFlows {
-				break
-			}
-		}
-	}
-	out := make(map[string]store.Flow, len(ids))
-	if len(ids) <= fewFlows {
-		for _, id := range ids {
-			f, err := r.FlowByID(ctx, orgID, id)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && f.Archived) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			out[id] = f
-		}
-		return out, nil
-	}
-	flows, _, err := r.ListFlows(ctx, orgID, store.FlowFilter{})
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range flows {
-		out[f.ID] = f
-	}
-	return out, nil
 }
 
 // Reports lists the trails that reported fp, by flow name (newest report first within a flow).

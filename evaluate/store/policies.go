@@ -115,8 +115,19 @@ type VerdictKey struct{ Name, Fingerprint string }
 // Key is the verdict's VerdictKey.
 func (v Verdict) Key() VerdictKey { return VerdictKey{v.Name, v.Fingerprint} }
 
+// FingerprintReport is one report of a fingerprint with its trail and its flow, read together: the trail without
+// its descriptive fields and compliance document (TrailsByIDs reads those), the flow without its template.
+type FingerprintReport struct {
+	Artifact Artifact
+	Trail    Trail
+	Flow     Flow
+}
+
 // PolicyReader reads policies, their attachments and the verdicts they reached.
 type PolicyReader interface {
+	// FingerprintReports lists every report of the fingerprints in the organization's live (not archived) flows,
+	// oldest first, in one query per 30,000 fingerprints: what policies judge an artifact by.
+	FingerprintReports(ctx context.Context, orgID string, fingerprints []string) ([]FingerprintReport, error)
 	Policy(ctx context.Context, orgID, name string) (Policy, error)
 	// ListPolicies lists the organization's policies by name, with their versions.
 	ListPolicies(ctx context.Context, orgID string) ([]Policy, error)
@@ -134,6 +145,10 @@ type PolicyReader interface {
 	// Verdicts lists an environment's verdicts on the fingerprints, or on every artifact when fingerprints is nil,
 	// ordered by fingerprint and name.
 	Verdicts(ctx context.Context, envID string, fingerprints []string) ([]Verdict, error)
+	// EnvironmentVerdicts reads, in one query, a live environment by name with its verdicts on a fingerprint and
+	// the stored evaluations of their inputs: what an assert in environment scope reads. ErrNotFound when there is
+	// no such environment.
+	EnvironmentVerdicts(ctx context.Context, orgID, envName, fingerprint string) (Environment, []Verdict, []PolicyEvaluation, error)
 	// VerdictStates maps the environment's verdicts on the fingerprints (every one when fingerprints is nil) to
 	// their VerdictState, without reading the verdicts whole.
 	VerdictStates(ctx context.Context, envID string, fingerprints []string) (map[VerdictKey]VerdictState, error)

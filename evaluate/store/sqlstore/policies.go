@@ -2,10 +2,12 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/veritrail/veritrail/evaluate/store"
 )
@@ -34,6 +36,43 @@ var policyStatements = []string{
 		env_id TEXT NOT NULL, fingerprint TEXT NOT NULL, name TEXT NOT NULL, org_id TEXT NOT NULL, input_hash TEXT NOT NULL,
 		compliant INTEGER NOT NULL, allowlisted INTEGER NOT NULL, failed INTEGER NOT NULL, policies TEXT NOT NULL,
 		evaluated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (env_id, fingerprint, name))`,
+}
+
+func (r reads) FingerprintReports(ctx context.Context, orgID string, fps []string) ([]store.FingerprintReport, error) {
+	var out []store.FingerprintReport
+	err := inChunks(fps, 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT a.id, a.org_id, a.flow_id, a.trail_id, a.fingerprint, a.template_name,
+			a.filename, a.git_commit, a.repo_name, a.report, a.reported_by, a.created_at, a.state,
+			t.name, t.template_id, t.state, t.evaluated_at, f.name, f.tags
+			FROM artifacts a JOIN trails t ON t.id = a.trail_id JOIN flows f ON f.id = a.flow_id
+			WHERE a.org_id = ? AND f.archived = 0 AND a.fingerprint IN (`+placeholders(len(part))+`) ORDER BY a.seq`,
+			append([]any{orgID}, anys(part)...)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: fingerprint reports: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var x store.FingerprintReport
+			a := &x.Artifact
+			var report, tags string
+			if err := rows.Scan(&a.ID, &a.OrgID, &a.FlowID, &a.TrailID, &a.Fingerprint, &a.TemplateName, &a.Filename, &a.GitCommit,
+				&a.RepoName, &report, &a.ReportedBy, &a.CreatedAt, &a.State,
+				&x.Trail.Name, &x.Trail.TemplateID, &x.Trail.State, &x.Trail.EvaluatedAt, &x.Flow.Name, &tags); err != nil {
+				return fmt.Errorf("sqlstore: fingerprint reports: %w", err)
+			}
+			a.Report = json.RawMessage(report)
+			x.Trail.ID, x.Trail.OrgID, x.Trail.FlowID = a.TrailID, a.OrgID, a.FlowID
+			x.Flow.ID, x.Flow.OrgID, x.Flow.Tags = a.FlowID, a.OrgID, map[string]string{}
+			if tags != "" {
+				if err := json.Unmarshal([]byte(tags), &x.Flow.Tags); err != nil {
+					return fmt.Errorf("sqlstore: flow tags: %w", err)
+				}
+			}
+			out = append(out, x)
+		}
+		return rows.Err()
+	})
+	return out, err
 }
 
 const policyVersionCols = `version, format, content, content_id, comment, created_by, created_at`
@@ -292,6 +331,69 @@ func (r reads) RunningWithPoliciesOfFlow(ctx context.Context, orgID, flowID stri
 	}
 	return out, rows.Err()
 }
+
+func (r reads) EnvironmentVerdicts(ctx context.Context, orgID, envName, fp string) (store.Environment, []store.Verdict, []store.PolicyEvaluation, error) {
+	cols := strings.Split(envCols, ",")
+	for i, c := range cols {
+		cols[i] = "en." + strings.TrimSpace(c)
+	}
+	rows, err := r.rows(ctx, `SELECT `+strings.Join(cols, ", ")+`, v.name, v.input_hash, v.compliant, v.allowlisted, v.failed,
+		v.policies, v.evaluated_at, p.policy_id, p.compliant, p.failed, p.doc
+		FROM environments en LEFT JOIN env_verdicts v ON v.env_id = en.id AND v.fingerprint = ?
+		LEFT JOIN policy_evaluations p ON p.org_id = en.org_id AND p.input_hash = v.input_hash
+		WHERE en.org_id = ? AND en.name = ? AND en.archived = 0 ORDER BY v.name`, fp, orgID, envName)
+	if err != nil {
+		return store.Environment{}, nil, nil, fmt.Errorf("sqlstore: environment verdicts: %w", err)
+	}
+	defer rows.Close()
+	var env store.Environment
+	var verdicts []store.Verdict
+	var evals []store.PolicyEvaluation
+	found := false
+	seenEval := map[[2]string]bool{}
+	for rows.Next() {
+		var vName, vHash, vPolicies, pID, pDoc *string
+		var vCompliant, vAllowlisted, vFailed, pCompliant, pFailed *int64
+		var vAt *float64
+		e, err := scanEnv(rowWith{rows, []any{&vName, &vHash, &vCompliant, &vAllowlisted, &vFailed, &vPolicies, &vAt,
+			&pID, &pCompliant, &pFailed, &pDoc}})
+		if err != nil {
+			return env, nil, nil, fmt.Errorf("sqlstore: environment verdicts: %w", err)
+		}
+		env, found = e, true
+		if vName == nil {
+			continue // no verdict on the fingerprint
+		}
+		if n := len(verdicts); n == 0 || verdicts[n-1].Name != *vName {
+			v := store.Verdict{EnvID: e.ID, Name: *vName, Fingerprint: fp, InputHash: *vHash, Compliant: *vCompliant != 0,
+				Allowlisted: *vAllowlisted != 0, Failed: *vFailed != 0, EvaluatedAt: *vAt}
+			if err := json.Unmarshal([]byte(*vPolicies), &v.Policies); err != nil {
+				return env, nil, nil, fmt.Errorf("sqlstore: verdict policies of %s: %w", fp, err)
+			}
+			verdicts = append(verdicts, v)
+		}
+		if pID != nil && !seenEval[[2]string{*pID, *vHash}] {
+			seenEval[[2]string{*pID, *vHash}] = true
+			evals = append(evals, store.PolicyEvaluation{PolicyID: *pID, InputHash: *vHash, Compliant: *pCompliant != 0,
+				Failed: *pFailed != 0, RuleEvaluations: json.RawMessage(*pDoc)})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return env, nil, nil, fmt.Errorf("sqlstore: environment verdicts: %w", err)
+	}
+	if !found {
+		return env, nil, nil, fmt.Errorf("sqlstore: environment %s: %w", envName, store.ErrNotFound)
+	}
+	return env, verdicts, evals, nil
+}
+
+// rowWith scans a row whose leading columns another scanner reads, into that scanner's targets and then extra.
+type rowWith struct {
+	rows  *sql.Rows
+	extra []any
+}
+
+func (r rowWith) Scan(dest ...any) error { return r.rows.Scan(append(dest, r.extra...)...) }
 
 func (r reads) NonCompliantVerdicts(ctx context.Context, envID string) (int, error) {
 	return r.count(ctx, "non-compliant verdicts", `SELECT COUNT(*) FROM env_verdicts WHERE env_id = ? AND compliant = 0`, envID)
@@ -561,6 +663,10 @@ func (t *txn) SetLatestSnapshotCompliance(ctx context.Context, envID string, com
 
 // Policy reads delegate to the read pool.
 
+func (s *Store) FingerprintReports(ctx context.Context, orgID string, fps []string) ([]store.FingerprintReport, error) {
+	return s.reader().FingerprintReports(ctx, orgID, fps)
+}
+
 func (s *Store) Policy(ctx context.Context, orgID, name string) (store.Policy, error) {
 	return s.reader().Policy(ctx, orgID, name)
 }
@@ -587,6 +693,10 @@ func (s *Store) RunningWithPolicies(ctx context.Context, orgID string, fps []str
 
 func (s *Store) Verdicts(ctx context.Context, envID string, fps []string) ([]store.Verdict, error) {
 	return s.reader().Verdicts(ctx, envID, fps)
+}
+
+func (s *Store) EnvironmentVerdicts(ctx context.Context, orgID, envName, fp string) (store.Environment, []store.Verdict, []store.PolicyEvaluation, error) {
+	return s.reader().EnvironmentVerdicts(ctx, orgID, envName, fp)
 }
 
 func (s *Store) VerdictStates(ctx context.Context, envID string, fps []string) (map[store.VerdictKey]store.VerdictState, error) {

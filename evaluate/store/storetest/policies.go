@@ -189,6 +189,24 @@ func testVerdicts(t *testing.T, e *env) {
 	if !reflect.DeepEqual(all[0], v("env-1", "web", "a", true)) {
 		t.Errorf("Verdict = %+v, want %+v", all[0], v("env-1", "web", "a", true))
 	}
+	// With the environment and the evaluations of the verdicts' inputs, in one read.
+	e.update(t, func(tx store.Tx) error {
+		return tx.PutPolicyEvaluations(e.ctx, "org-a", []store.PolicyEvaluation{
+			{PolicyID: "id-1", InputHash: "h-web", Compliant: true, RuleEvaluations: json.RawMessage(`[]`)},
+			{PolicyID: "id-2", InputHash: "h-web", RuleEvaluations: json.RawMessage(`[{"satisfied":false}]`)},
+			{PolicyID: "id-1", InputHash: "h-api", Compliant: true, RuleEvaluations: json.RawMessage(`[]`)}})
+	})
+	en, vs, evs, err := e.s.EnvironmentVerdicts(e.ctx, "org-a", "prod", fp("a"))
+	must(t, "EnvironmentVerdicts", err)
+	if en.ID != "env-1" || len(vs) != 2 || !reflect.DeepEqual(vs[0], v("env-1", "web", "a", true)) || vs[1].Name != "web-2" ||
+		len(evs) != 2 || evs[0].InputHash != "h-web" || evs[1].InputHash != "h-web" {
+		t.Errorf("EnvironmentVerdicts = %+v, %+v, %+v", en, vs, evs)
+	}
+	if en, vs, evs, err := e.s.EnvironmentVerdicts(e.ctx, "org-a", "staging", fp("b")); err != nil || en.ID != "env-2" || len(vs) != 0 || len(evs) != 0 {
+		t.Errorf("EnvironmentVerdicts without a verdict = %+v, %+v, %+v, %v", en, vs, evs, err)
+	}
+	_, _, _, err = e.s.EnvironmentVerdicts(e.ctx, "org-a", "nope", fp("a"))
+	wantErr(t, "EnvironmentVerdicts of an unknown environment", err, store.ErrNotFound)
 	some, err := e.s.Verdicts(e.ctx, "env-1", []string{fp("b"), fp("cc")})
 	must(t, "Verdicts of fingerprints", err)
 	if len(some) != 1 || some[0].Name != "api" {
