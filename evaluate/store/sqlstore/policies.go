@@ -2,10 +2,13 @@ package sqlstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -13,8 +16,9 @@ import (
 )
 
 // policyStatements create the tables of environment policies. env_verdicts holds the current verdict per running
-// artifact of an environment with policies; policy_evaluations the rule evaluations, once per (policy meaning,
-// artifact input), keyed so that a verdict's input hash finds every policy's evaluation of it.
+// artifact of an environment with policies; policy_evaluations the outcome once per (policy meaning, artifact
+// input), keyed so that a verdict's input hash finds every policy's evaluation of it; rule_docs the rule
+// evaluations themselves, once per distinct document (most artifacts that comply get the same one from a policy).
 var policyStatements = []string{
 	`CREATE TABLE IF NOT EXISTS policies (
 		org_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, created_by TEXT NOT NULL,
@@ -29,7 +33,8 @@ var policyStatements = []string{
 	`CREATE INDEX IF NOT EXISTS env_policies_policy ON env_policies (org_id, policy_name)`,
 	`CREATE TABLE IF NOT EXISTS policy_evaluations (
 		org_id TEXT NOT NULL, input_hash TEXT NOT NULL, policy_id TEXT NOT NULL, compliant INTEGER NOT NULL,
-		failed INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (org_id, input_hash, policy_id))`,
+		failed INTEGER NOT NULL, doc_id TEXT NOT NULL, PRIMARY KEY (org_id, input_hash, policy_id))`,
+	`CREATE TABLE IF NOT EXISTS rule_docs (org_id TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (org_id, id))`,
 	`CREATE TABLE IF NOT EXISTS snapshot_policies (
 		env_id TEXT NOT NULL, idx INTEGER NOT NULL, policies TEXT NOT NULL, PRIMARY KEY (env_id, idx))`,
 	`CREATE TABLE IF NOT EXISTS env_verdicts (
@@ -338,9 +343,10 @@ func (r reads) EnvironmentVerdicts(ctx context.Context, orgID, envName, fp strin
 		cols[i] = "en." + strings.TrimSpace(c)
 	}
 	rows, err := r.rows(ctx, `SELECT `+strings.Join(cols, ", ")+`, v.name, v.input_hash, v.compliant, v.allowlisted, v.failed,
-		v.policies, v.evaluated_at, p.policy_id, p.compliant, p.failed, p.doc
+		v.policies, v.evaluated_at, p.policy_id, p.compliant, p.failed, d.doc
 		FROM environments en LEFT JOIN env_verdicts v ON v.env_id = en.id AND v.fingerprint = ?
 		LEFT JOIN policy_evaluations p ON p.org_id = en.org_id AND p.input_hash = v.input_hash
+		LEFT JOIN rule_docs d ON d.org_id = p.org_id AND d.id = p.doc_id
 		WHERE en.org_id = ? AND en.name = ? AND en.archived = 0 ORDER BY v.name`, fp, orgID, envName)
 	if err != nil {
 		return store.Environment{}, nil, nil, fmt.Errorf("sqlstore: environment verdicts: %w", err)
@@ -402,8 +408,9 @@ func (r reads) NonCompliantVerdicts(ctx context.Context, envID string) (int, err
 func (r reads) PolicyEvaluations(ctx context.Context, orgID string, hashes []string) ([]store.PolicyEvaluation, error) {
 	var out []store.PolicyEvaluation
 	err := inChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT policy_id, input_hash, compliant, failed, doc FROM policy_evaluations
-			WHERE org_id = ? AND input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
+		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT p.policy_id, p.input_hash, p.compliant, p.failed, d.doc
+			FROM policy_evaluations p JOIN rule_docs d ON d.org_id = p.org_id AND d.id = p.doc_id
+			WHERE p.org_id = ? AND p.input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
 		if err != nil {
 			return fmt.Errorf("sqlstore: policy evaluations: %w", err)
 		}
@@ -574,15 +581,41 @@ func (t *txn) LockEnvironment(ctx context.Context, envID string) error {
 	return rows.Close()
 }
 
+// PutPolicyEvaluations stores each distinct rule-evaluations document once, by its SHA-256, and each evaluation
+// as a reference to it: two statements however many evaluations.
 func (t *txn) PutPolicyEvaluations(ctx context.Context, orgID string, evals []store.PolicyEvaluation) error {
-	return inChunks(evals, 6, func(part []store.PolicyEvaluation) error {
+	ids := make([]string, len(evals))
+	docs := map[string]string{}
+	for i, e := range evals {
+		sum := sha256.Sum256(e.RuleEvaluations)
+		ids[i] = hex.EncodeToString(sum[:16])
+		docs[ids[i]] = string(e.RuleEvaluations)
+	}
+	distinct := slices.Sorted(maps.Keys(docs))
+	if err := inChunks(distinct, 3, func(part []string) error {
+		args := make([]any, 0, 3*len(part))
+		for _, id := range part {
+			args = append(args, orgID, id, docs[id])
+		}
+		_, err := t.exec(ctx, "put rule documents", oneOff+`INSERT INTO rule_docs (org_id, id, doc) VALUES `+rowsOf(len(part), 3)+
+			` ON CONFLICT (org_id, id) DO NOTHING`, args...)
+		return err
+	}); err != nil {
+		return err
+	}
+	idx := make([]int, len(evals))
+	for i := range idx {
+		idx[i] = i
+	}
+	return inChunks(idx, 6, func(part []int) error {
 		args := make([]any, 0, 6*len(part))
-		for _, e := range part {
-			args = append(args, orgID, e.InputHash, e.PolicyID, b2i(e.Compliant), b2i(e.Failed), string(e.RuleEvaluations))
+		for _, i := range part {
+			e := evals[i]
+			args = append(args, orgID, e.InputHash, e.PolicyID, b2i(e.Compliant), b2i(e.Failed), ids[i])
 		}
 		_, err := t.exec(ctx, "put policy evaluations", oneOff+`INSERT INTO policy_evaluations (org_id, input_hash, policy_id,
-			compliant, failed, doc) VALUES `+rowsOf(len(part), 6)+` ON CONFLICT (org_id, input_hash, policy_id) DO UPDATE
-			SET compliant = excluded.compliant, failed = excluded.failed, doc = excluded.doc WHERE policy_evaluations.failed = 1`, args...)
+			compliant, failed, doc_id) VALUES `+rowsOf(len(part), 6)+` ON CONFLICT (org_id, input_hash, policy_id) DO UPDATE
+			SET compliant = excluded.compliant, failed = excluded.failed, doc_id = excluded.doc_id WHERE policy_evaluations.failed = 1`, args...)
 		return err
 	})
 }
