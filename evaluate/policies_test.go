@@ -432,3 +432,21 @@ func BenchmarkApplySnapshot1000PoliciesOneChanged(b *testing.B) {
 		})
 	}
 }
+
+// TestEnvironmentRenameReJudges: policies see the environment's name and tags, so renaming it judges its artifacts
+// again, with the new name in their input.
+func TestEnvironmentRenameReJudges(t *testing.T) {
+	f := newEnvFixture(t, 1)
+	f.policy(t, "prov", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  provenance:\n    required: true\n")
+	f.attach(t, "env-1", false, "prov")
+	f.report(t, 1, 0)
+	before := f.verdicts(t, "env-1")["app-0"]
+	name := "production"
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.EnvChange = contract.KindEnvironmentChanged, &contract.EnvironmentChange{EnvID: "env-1", NewName: &name}
+	})
+	after := f.verdicts(t, "env-1")["app-0"]
+	if after.InputHash == before.InputHash || after.EvaluatedAt == before.EvaluatedAt || !after.Compliant {
+		t.Errorf("after renaming the environment: %+v, before %+v", after, before)
+	}
+}
