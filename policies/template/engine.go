@@ -138,14 +138,16 @@ func (e *Engine) Evaluate(ctx context.Context, t *Template, in TrailInput) (Trai
 	if e.results != nil && len(sig) <= maxResultKey {
 		key = t.key() + "\x00" + string(sig)
 	}
+	// Checked before the result cache too: a caller that gave up gets an error, whether or not the result is known
+	// (and OPA finishes small evaluations before it notices a cancelled context).
+	if err := ctx.Err(); err != nil {
+		return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
+	}
 	v, ok := ast.Value(nil), false
 	if key != "" {
 		v, ok = e.results.Get(key)
 	}
 	if !ok {
-		if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
-			return TrailCompliance{}, fmt.Errorf("flow template %s: %w", t.key(), err)
-		}
 		if v, err = rego.Eval(ctx, pq, input); err != nil {
 			return TrailCompliance{}, fmt.Errorf("flow template %s: evaluate: %w", t.key(), err)
 		}
