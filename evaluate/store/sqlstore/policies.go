@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/veritrail/veritrail/evaluate/store"
 )
@@ -337,17 +336,21 @@ func (r reads) RunningWithPoliciesOfFlow(ctx context.Context, orgID, flowID stri
 	return out, rows.Err()
 }
 
+// envColCount is the number of envCols.
+const envColCount = 15
+
+// environmentVerdictsQuery is EnvironmentVerdicts' query: the environment's columns (envCols) on every row.
+const environmentVerdictsQuery = `SELECT en.id, en.org_id, en.name, en.type, en.description, en.include_scaling,
+	en.require_provenance, en.included, en.tags, en.archived, en.created_at, en.last_modified_at, en.last_reported_at,
+	en.last_changed_at, en.state, v.name, v.input_hash, v.compliant, v.allowlisted, v.failed, v.policies, v.evaluated_at,
+	p.policy_id, p.compliant, p.failed, d.doc
+	FROM environments en LEFT JOIN env_verdicts v ON v.env_id = en.id AND v.fingerprint = ?
+	LEFT JOIN policy_evaluations p ON p.org_id = en.org_id AND p.input_hash = v.input_hash
+	LEFT JOIN rule_docs d ON d.org_id = p.org_id AND d.id = p.doc_id
+	WHERE en.org_id = ? AND en.name = ? AND en.archived = 0 ORDER BY v.name`
+
 func (r reads) EnvironmentVerdicts(ctx context.Context, orgID, envName, fp string) (store.Environment, []store.Verdict, []store.PolicyEvaluation, error) {
-	cols := strings.Split(envCols, ",")
-	for i, c := range cols {
-		cols[i] = "en." + strings.TrimSpace(c)
-	}
-	rows, err := r.rows(ctx, `SELECT `+strings.Join(cols, ", ")+`, v.name, v.input_hash, v.compliant, v.allowlisted, v.failed,
-		v.policies, v.evaluated_at, p.policy_id, p.compliant, p.failed, d.doc
-		FROM environments en LEFT JOIN env_verdicts v ON v.env_id = en.id AND v.fingerprint = ?
-		LEFT JOIN policy_evaluations p ON p.org_id = en.org_id AND p.input_hash = v.input_hash
-		LEFT JOIN rule_docs d ON d.org_id = p.org_id AND d.id = p.doc_id
-		WHERE en.org_id = ? AND en.name = ? AND en.archived = 0 ORDER BY v.name`, fp, orgID, envName)
+	rows, err := r.rows(ctx, environmentVerdictsQuery, fp, orgID, envName)
 	if err != nil {
 		return store.Environment{}, nil, nil, fmt.Errorf("sqlstore: environment verdicts: %w", err)
 	}
@@ -361,12 +364,22 @@ func (r reads) EnvironmentVerdicts(ctx context.Context, orgID, envName, fp strin
 		var vName, vHash, vPolicies, pID, pDoc *string
 		var vCompliant, vAllowlisted, vFailed, pCompliant, pFailed *int64
 		var vAt *float64
-		e, err := scanEnv(rowWith{rows, []any{&vName, &vHash, &vCompliant, &vAllowlisted, &vFailed, &vPolicies, &vAt,
-			&pID, &pCompliant, &pFailed, &pDoc}})
-		if err != nil {
-			return env, nil, nil, fmt.Errorf("sqlstore: environment verdicts: %w", err)
+		rest := []any{&vName, &vHash, &vCompliant, &vAllowlisted, &vFailed, &vPolicies, &vAt, &pID, &pCompliant, &pFailed, &pDoc}
+		if !found { // the environment's columns repeat on every row: decode them once
+			if env, err = scanEnv(rowWith{rows, rest}); err != nil {
+				return env, nil, nil, fmt.Errorf("sqlstore: environment verdicts: %w", err)
+			}
+			found = true
+		} else {
+			skip := make([]any, envColCount)
+			for i := range skip {
+				skip[i] = new(any)
+			}
+			if err := rows.Scan(append(skip, rest...)...); err != nil {
+				return env, nil, nil, fmt.Errorf("sqlstore: environment verdicts: %w", err)
+			}
 		}
-		env, found = e, true
+		e := env
 		if vName == nil {
 			continue // no verdict on the fingerprint
 		}
