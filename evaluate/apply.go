@@ -23,7 +23,7 @@ func permanent(format string, args ...any) error {
 // apply folds one message into the store inside tx and returns the trail it touched ("" if
 // none), which then needs evaluating. It is deterministic given the store state, so a
 // redelivered message that slipped past the Applied check would still converge.
-func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID string, err error) {
+func apply(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope) (trailID string, err error) {
 	switch e.Kind {
 	case contract.KindFlowUpserted:
 		return "", applyFlow(ctx, tx, e)
@@ -35,7 +35,7 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 		if err := tx.RenameFlow(ctx, e.OrgID, r.FlowID, r.NewName, e.At); err != nil {
 			return "", classify(err)
 		}
-		return "", nil
+		return "", pj.afterFlowChange(ctx, tx, e.OrgID, r.FlowID, e.At)
 	case contract.KindFlowArchived:
 		if e.FlowArchive == nil {
 			return "", permanent("flow archive without body")
@@ -44,7 +44,10 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 		if errors.Is(err, store.ErrNotFound) {
 			return "", nil // archived already: nothing left to do
 		}
-		return "", err
+		if err != nil {
+			return "", err
+		}
+		return "", pj.afterFlowChange(ctx, tx, e.OrgID, e.FlowArchive.FlowID, e.At)
 	case contract.KindFlowTagged:
 		ft := e.FlowTags
 		if ft == nil {
@@ -60,7 +63,10 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 		for _, k := range ft.RemoveTags {
 			delete(f.Tags, k)
 		}
-		return "", classify(tx.SetFlowTags(ctx, e.OrgID, f.ID, f.Tags, e.At))
+		if err := tx.SetFlowTags(ctx, e.OrgID, f.ID, f.Tags, e.At); err != nil {
+			return "", classify(err)
+		}
+		return "", pj.afterFlowChange(ctx, tx, e.OrgID, f.ID, e.At)
 	case contract.KindTrailBegun:
 		return applyTrail(ctx, tx, e)
 	case contract.KindArtifactReported:
@@ -70,11 +76,15 @@ func apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID stri
 	case contract.KindEnvironmentUpserted:
 		return "", applyEnvironment(ctx, tx, e)
 	case contract.KindEnvironmentChanged:
-		return "", applyEnvironmentChange(ctx, tx, e)
+		return "", applyEnvironmentChange(ctx, tx, pj, e)
 	case contract.KindSnapshotReported:
-		return "", applySnapshot(ctx, tx, e)
+		return "", applySnapshot(ctx, tx, pj, e)
 	case contract.KindAllowlisted:
-		return "", applyAllowlist(ctx, tx, e)
+		return "", applyAllowlist(ctx, tx, pj, e)
+	case contract.KindPolicyVersion:
+		return "", applyPolicyVersion(ctx, tx, pj, e)
+	case contract.KindPolicyAttachment:
+		return "", applyPolicyAttachment(ctx, tx, pj, e)
 	case contract.KindApprovalReported:
 		return "", applyApproval(ctx, tx, e)
 	case contract.KindControlChanged:

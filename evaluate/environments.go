@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 
+	"github.com/veritrail/veritrail/evaluate/policyeval"
 	"github.com/veritrail/veritrail/evaluate/snapshot"
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/contract"
@@ -27,7 +27,7 @@ func applyEnvironment(ctx context.Context, tx store.Tx, e *contract.Envelope) er
 	return err
 }
 
-func applyEnvironmentChange(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+func applyEnvironmentChange(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope) error {
 	c := e.EnvChange
 	if c == nil {
 		return permanent("environment change without body")
@@ -67,27 +67,37 @@ func applyEnvironmentChange(ctx context.Context, tx store.Tx, e *contract.Envelo
 	}
 	if c.JoinPhysical != "" {
 		// A logical environment shows its members' running sets from the moment they join.
-		return refreshLogical(ctx, tx, e, env)
+		return refreshLogical(ctx, tx, pj, e, env)
+	}
+	if !env.Archived && (c.NewName != nil || len(c.SetTags) > 0 || len(c.RemoveTags) > 0) {
+		// Policies see the environment's name and tags.
+		if err := tx.LockEnvironment(ctx, env.ID); err != nil {
+			return err
+		}
+		return pj.decideAll(ctx, tx, env, e.At)
 	}
 	return nil
 }
 
-func applyAllowlist(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+func applyAllowlist(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope) error {
 	a := e.Allow
 	if a == nil {
 		return permanent("allowlist entry without body")
 	}
-	err := tx.InsertAllowlist(ctx, store.AllowlistEntry{ID: a.ID, EnvID: a.EnvID, Fingerprint: a.Fingerprint,
-		ArtifactName: a.ArtifactName, Description: a.Description, AllowedBy: e.Actor.Name, Timestamp: e.At})
-	if err != nil {
+	if err := tx.InsertAllowlist(ctx, store.AllowlistEntry{ID: a.ID, EnvID: a.EnvID, Fingerprint: a.Fingerprint,
+		ArtifactName: a.ArtifactName, Description: a.Description, AllowedBy: e.Actor.Name, Timestamp: e.At}); err != nil {
 		return err
 	}
-	return enqueueAllowedTrigger(ctx, tx, e, a)
+	if err := enqueueAllowedTrigger(ctx, tx, e, a); err != nil {
+		return err
+	}
+	// An allowlisted artifact complies whatever the policies say: its verdict changes where it runs.
+	return pj.decideAllowlisted(ctx, tx, e.OrgID, a.EnvID, a.Fingerprint, e.At)
 }
 
 // applySnapshot records a physical environment's report, and the logical environments that
 // include it. A report that repeats the running set creates no snapshot.
-func applySnapshot(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
+func applySnapshot(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope) error {
 	r := e.Snapshot
 	if r == nil {
 		return permanent("snapshot without body")
@@ -104,29 +114,29 @@ func applySnapshot(ctx context.Context, tx store.Tx, e *contract.Envelope) error
 		items[i] = snapshot.Instance{Name: in.Name, Fingerprint: in.Fingerprint, CreationTimestamp: in.CreationTimestamp, Context: in.Context}
 	}
 	env.LastReportedAt = e.At
-	changed, err := recordRunningSet(ctx, tx, e, &env, snapshot.Group(items), r.Type)
+	changed, err := recordRunningSet(ctx, tx, pj, e, &env, snapshot.Group(items), r.Type)
 	if err != nil || !changed {
 		return err
 	}
-	return refreshParents(ctx, tx, e, env)
+	return refreshParents(ctx, tx, pj, e, env)
 }
 
 // refreshParents gives every logical environment that includes env a new snapshot: the union
 // of its members' latest running sets.
-func refreshParents(ctx context.Context, tx store.Tx, e *contract.Envelope, env store.Environment) error {
+func refreshParents(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope, env store.Environment) error {
 	parents, err := tx.LogicalEnvironments(ctx, env.ID)
 	if err != nil {
 		return err
 	}
 	for _, logical := range parents {
-		if err := refreshLogical(ctx, tx, e, logical); err != nil {
+		if err := refreshLogical(ctx, tx, pj, e, logical); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func refreshLogical(ctx context.Context, tx store.Tx, e *contract.Envelope, logical store.Environment) error {
+func refreshLogical(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope, logical store.Environment) error {
 	var sets [][]snapshot.Running
 	for _, id := range logical.Included {
 		latest, err := tx.LatestSnapshot(ctx, id)
@@ -143,7 +153,7 @@ func refreshLogical(ctx context.Context, tx store.Tx, e *contract.Envelope, logi
 		sets = append(sets, set)
 	}
 	logical.LastReportedAt = e.At
-	_, err := recordRunningSet(ctx, tx, e, &logical, snapshot.Union(sets...), "logical")
+	_, err := recordRunningSet(ctx, tx, pj, e, &logical, snapshot.Union(sets...), "logical")
 	return err
 }
 
@@ -163,6 +173,24 @@ type SnapshotArtifact struct {
 	Deployments       []int               `json:"deployments"`
 	PolicyDecisions   []any               `json:"policy_decisions"`
 	Contexts          []map[string]any    `json:"contexts,omitempty"`
+	// PolicyVerdict is the verdict of the environment's policies when the snapshot was taken (absent without
+	// policies); the API expands it into policy_decisions. Compliant above stays the compliance of the trails.
+	PolicyVerdict *SnapshotVerdict `json:"policy_verdict,omitempty"`
+}
+
+// SnapshotVerdict is a verdict as a snapshot keeps it: the input hash finds each policy's evaluation of it (the
+// policy versions are kept once per snapshot, store.SnapshotPolicies).
+type SnapshotVerdict struct {
+	InputHash string `json:"input_hash"`
+	Compliant bool   `json:"compliant"`
+}
+
+// compliance is the artifact's compliance in its snapshot: the policies' verdict when there was one.
+func (a SnapshotArtifact) compliance() *bool {
+	if a.PolicyVerdict != nil {
+		return &a.PolicyVerdict.Compliant
+	}
+	return a.Compliant
 }
 
 // Provenance is where a fingerprint was reported: a flow and trail.
@@ -180,7 +208,13 @@ type Provenance struct {
 
 // runningSet reads a stored snapshot back into the running set it recorded.
 func runningSet(s store.Snapshot) ([]snapshot.Running, error) {
-	var arts []SnapshotArtifact
+	var arts []struct { // only what the running set needs: decoding the rest of the document costs
+		Name              string           `json:"name"`
+		Fingerprint       string           `json:"fingerprint"`
+		Instances         int              `json:"instances"`
+		CreationTimestamp []float64        `json:"creationTimestamp"`
+		Contexts          []map[string]any `json:"contexts,omitempty"`
+	}
 	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
 		return nil, fmt.Errorf("decode snapshot %d: %w", s.Index, err)
 	}
@@ -196,13 +230,17 @@ func runningSet(s store.Snapshot) ([]snapshot.Running, error) {
 // set changed, writes the new snapshot, its events, the running index and the trail events of
 // the artifacts that started or stopped. It costs a fixed number of store round trips however
 // many artifacts the set holds.
-func recordRunningSet(ctx context.Context, tx store.Tx, e *contract.Envelope, env *store.Environment, next []snapshot.Running, typ string) (bool, error) {
+func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope, env *store.Environment, next []snapshot.Running, typ string) (bool, error) {
 	// Most reports repeat the last one: recognise them by digest, without decoding the last snapshot.
 	digest := snapshot.Digest(next)
 	switch last, err := tx.LatestSnapshotDigest(ctx, env.ID); {
 	case err == nil && bytes.Equal(last, digest):
 		return false, tx.UpdateEnvironment(ctx, *env)
 	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return false, err
+	}
+	// Evaluations of this environment's policies take turns from here: the evidence read below is the latest.
+	if err := tx.LockEnvironment(ctx, env.ID); err != nil {
 		return false, err
 	}
 	var prev []snapshot.Running
@@ -228,31 +266,36 @@ func recordRunningSet(ctx context.Context, tx store.Tx, e *contract.Envelope, en
 	for _, a := range exited {
 		fps = append(fps, a.Fingerprint)
 	}
-	prov, err := provenance(ctx, tx, e.OrgID, fps)
+	ev, err := policyeval.LoadReports(ctx, tx, e.OrgID, fps)
 	if err != nil {
 		return false, err
 	}
-	allowed, err := tx.Allowlist(ctx, env.ID)
+	prov := provenance(ev, fps)
+	isAllowed, err := allowlisted(ctx, tx, env.ID)
 	if err != nil {
 		return false, err
 	}
-	isAllowed := map[string]bool{}
-	for _, a := range allowed {
-		isAllowed[a.Fingerprint] = true
+	verdicts, compliant, err := pj.decideSnapshot(ctx, tx, env, index, annotated, ev, isAllowed, false, e.At)
+	if err != nil {
+		return false, err
 	}
 	arts := make([]SnapshotArtifact, len(annotated))
 	for i, a := range annotated {
 		arts[i] = snapshotArtifact(a, prov[a.Fingerprint], isAllowed[a.Fingerprint])
+		if verdicts != nil {
+			arts[i].PolicyVerdict = &SnapshotVerdict{InputHash: verdicts[i].InputHash, Compliant: verdicts[i].Compliant}
+		}
 	}
 	doc, err := json.Marshal(arts)
 	if err != nil {
 		return false, fmt.Errorf("encode snapshot: %w", err)
 	}
-	if err := tx.InsertSnapshot(ctx, store.Snapshot{EnvID: env.ID, Index: index, Timestamp: e.At, Type: typ, Artifacts: doc, Digest: digest}); err != nil {
+	if err := tx.InsertSnapshot(ctx, store.Snapshot{EnvID: env.ID, Index: index, Timestamp: e.At, Type: typ, Compliant: compliant,
+		Artifacts: doc, Digest: digest}); err != nil {
 		return false, err
 	}
 	evs := snapshot.Events(annotated, exited)
-	events, trailEvents, err := environmentEvents(env, index, e.At, evs, prov, arts)
+	events, trailEvents, err := environmentEvents(env, index, e.At, evs, prov, arts, compliant)
 	if err != nil {
 		return false, err
 	}
@@ -270,61 +313,37 @@ func recordRunningSet(ctx context.Context, tx store.Tx, e *contract.Envelope, en
 		return false, err
 	}
 	env.LastChangedAt = e.At
-	return true, tx.UpdateEnvironment(ctx, *env)
+	if err := tx.UpdateEnvironment(ctx, *env); err != nil {
+		return false, err
+	}
+	if compliant != nil || env.State != nil {
+		_, err = tx.SetEnvironmentState(ctx, env.OrgID, env.ID, compliant)
+	}
+	return true, err
 }
 
-// provenance finds, in one query, the flows and trails where each fingerprint was reported.
-func provenance(ctx context.Context, tx store.Tx, orgID string, fps []string) (map[string][]Provenance, error) {
+// provenance lists, for each fingerprint, the flows and trails that reported it.
+func provenance(ev *policyeval.Evidence, fps []string) map[string][]Provenance {
 	out := map[string][]Provenance{}
-	if len(fps) == 0 {
-		return out, nil
-	}
-	arts, err := tx.ArtifactsByFingerprints(ctx, orgID, fps)
-	if err != nil || len(arts) == 0 {
-		return out, err
-	}
-	flows, _, err := tx.ListFlows(ctx, orgID, store.FlowFilter{})
-	if err != nil {
-		return nil, err
-	}
-	flowNames := map[string]string{}
-	for _, f := range flows {
-		flowNames[f.ID] = f.Name
-	}
-	trailIDs := make([]string, 0, len(arts))
-	for _, a := range arts {
-		trailIDs = append(trailIDs, a.TrailID)
-	}
-	trails, err := tx.TrailsByIDs(ctx, trailIDs)
-	if err != nil {
-		return nil, err
-	}
-	trailNames := map[string]string{}
-	for _, t := range trails {
-		trailNames[t.ID] = t.Name
-	}
-	seen := map[[2]string]bool{}
-	for i := len(arts) - 1; i >= 0; i-- { // newest report of each trail first
-		a := arts[i]
-		key := [2]string{a.Fingerprint, a.TrailID}
-		if seen[key] || flowNames[a.FlowID] == "" {
-			continue // an older report in the same trail, or an archived flow
+	for _, fp := range fps {
+		reps := ev.Reports(fp)
+		if len(reps) == 0 {
+			continue
 		}
-		seen[key] = true
-		var rep struct {
-			CommitURL string `json:"commit_url"`
+		ps := make([]Provenance, len(reps))
+		for i, r := range reps {
+			var rep struct {
+				CommitURL string `json:"commit_url"`
+			}
+			_ = json.Unmarshal(r.Artifact.Report, &rep) // stored by us from a validated report
+			a := r.Artifact
+			ps[i] = Provenance{FlowName: r.Flow.Name, TrailName: r.Trail.Name, TemplateReferenceName: strOrNil(a.TemplateName),
+				GitCommit: strOrNil(a.GitCommit), CommitURL: strOrNil(rep.CommitURL), ArtifactID: a.ID, State: a.State,
+				RepoName: a.RepoName, TrailID: a.TrailID}
 		}
-		_ = json.Unmarshal(a.Report, &rep) // stored by us from a validated report
-		out[a.Fingerprint] = append(out[a.Fingerprint], Provenance{
-			FlowName: flowNames[a.FlowID], TrailName: trailNames[a.TrailID], TemplateReferenceName: strOrNil(a.TemplateName),
-			GitCommit: strOrNil(a.GitCommit), CommitURL: strOrNil(rep.CommitURL), ArtifactID: a.ID, State: a.State,
-			RepoName: a.RepoName, TrailID: a.TrailID,
-		})
+		out[fp] = ps
 	}
-	for fp := range out {
-		sort.SliceStable(out[fp], func(i, j int) bool { return out[fp][i].FlowName < out[fp][j].FlowName })
-	}
-	return out, nil
+	return out
 }
 
 func snapshotArtifact(r snapshot.Running, prov []Provenance, allowed bool) SnapshotArtifact {
@@ -344,9 +363,9 @@ func snapshotArtifact(r snapshot.Running, prov []Provenance, allowed bool) Snaps
 	return a
 }
 
-// artifactCompliance is an artifact's compliance in an environment before policies decide
-// (policies refine it): allowlisted artifacts are compliant; otherwise the artifact is as
-// compliant as its trails; an artifact of no flow is unknown (null).
+// artifactCompliance is an artifact's compliance by its trails, which is its compliance in an
+// environment without policies: allowlisted artifacts are compliant; otherwise the artifact is
+// as compliant as its trails; an artifact of no flow is unknown (null).
 func artifactCompliance(prov []Provenance, allowed bool) *bool {
 	t := true
 	if allowed {
@@ -364,10 +383,11 @@ func artifactCompliance(prov []Provenance, allowed bool) *bool {
 
 // environmentEvents renders the snapshot's events, and the trail events of artifacts that
 // started or stopped running.
-func environmentEvents(env *store.Environment, index int, at float64, evs []snapshot.Event, prov map[string][]Provenance, arts []SnapshotArtifact) ([]store.EnvEvent, []store.TrailEvent, error) {
+func environmentEvents(env *store.Environment, index int, at float64, evs []snapshot.Event, prov map[string][]Provenance,
+	arts []SnapshotArtifact, snapshotCompliant *bool) ([]store.EnvEvent, []store.TrailEvent, error) {
 	compliance := map[string]*bool{}
 	for _, a := range arts {
-		compliance[a.Fingerprint] = a.Compliant
+		compliance[a.Fingerprint] = a.compliance()
 	}
 	var out []store.EnvEvent
 	var trailEvents []store.TrailEvent
@@ -387,7 +407,7 @@ func environmentEvents(env *store.Environment, index int, at float64, evs []snap
 		}
 		doc, err := json.Marshal(map[string]any{
 			"pipeline": pipeline, "deployments": []int{}, "flows": flows, "artifact_compliance": compliance[ev.Fingerprint],
-			"snapshot_compliance": nil, "was": ev.Was, "now": ev.Now,
+			"snapshot_compliance": snapshotCompliant, "was": ev.Was, "now": ev.Now,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("encode event: %w", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -30,7 +31,9 @@ type Config struct {
 type Deps struct {
 	Store  store.Store
 	Engine *template.Engine
-	Log    *slog.Logger
+	// Policies evaluates environment policies; nil makes one with default options.
+	Policies *envpolicy.Engine
+	Log      *slog.Logger
 	// Evaluated is called after each evaluation round commits (and after messages that touch
 	// no trail), so an in-process read-your-writes waiter can look again at once. May be nil.
 	Evaluated func()
@@ -47,6 +50,7 @@ type Deps struct {
 type Evaluator struct {
 	d         Deps
 	templates *lru.Cache[string, *template.Template]
+	policies  *policyJudge
 
 	evaluations atomic.Int64 // trail evaluations committed, for tests and metrics
 
@@ -73,6 +77,7 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 	return &Evaluator{
 		d:         d,
 		templates: templates,
+		policies:  newPolicyJudge(d.Policies),
 		dirty:     map[string]struct{}{},
 		wake:      make(chan struct{}, 1),
 	}, nil
@@ -93,7 +98,7 @@ func (e *Evaluator) Handle(msg *message.Message) error {
 		if err != nil || done {
 			return err
 		}
-		trailID, err = apply(msg.Context(), tx, env)
+		trailID, err = apply(msg.Context(), tx, e.policies, env)
 		if err != nil {
 			return err
 		}
@@ -161,7 +166,7 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 				continue
 			}
 			done[env.ID] = true
-			trailID, err := apply(ctx, tx, env)
+			trailID, err := apply(ctx, tx, e.policies, env)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", env.Kind, env.ID, err)
 			}
@@ -339,6 +344,9 @@ type trailResult struct {
 	doc     []byte
 	at      float64
 	states  map[string]string
+	// orgID and fingerprints name the trail's artifacts, whose verdicts in environments may change with it.
+	orgID        string
+	fingerprints []string
 }
 
 // EvaluateTrail recomputes one trail's compliance and saves it.
@@ -388,7 +396,12 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string) (trailResult, 
 	if err != nil {
 		return trailResult{}, err
 	}
-	return trailResult{trailID: trailID, gen: gen, state: res.State, doc: doc, at: at, states: states}, nil
+	r2 := trailResult{trailID: trailID, gen: gen, state: res.State, doc: doc, at: at, states: states}
+	for _, a := range arts {
+		r2.orgID = a.OrgID
+		r2.fingerprints = append(r2.fingerprints, a.Fingerprint)
+	}
+	return r2, nil
 }
 
 // save writes results in one transaction and clears the dirt each one saw.
@@ -407,7 +420,8 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) error {
 				return err
 			}
 		}
-		return nil
+		// In the same transaction, so that once the trail reads as evaluated, so do the verdicts it changes.
+		return e.policies.afterTrails(ctx, tx, fingerprintsByOrg(results), e.now())
 	})
 	if err == nil {
 		for _, r := range results {
@@ -417,6 +431,17 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) error {
 		}
 	}
 	return err
+}
+
+// fingerprintsByOrg gathers the fingerprints of the evaluated trails' artifacts.
+func fingerprintsByOrg(results []trailResult) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range results {
+		if r.doc != nil && len(r.fingerprints) > 0 {
+			out[r.orgID] = append(out[r.orgID], r.fingerprints...)
+		}
+	}
+	return out
 }
 
 // Evaluations is the number of trail evaluations performed so far.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/veritrail/veritrail/evaluate/policyeval"
 	"github.com/veritrail/veritrail/evaluate/snapshot"
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/contract"
@@ -133,10 +134,11 @@ func enqueueAllowedTrigger(ctx context.Context, tx store.Tx, e *contract.Envelop
 	if err != nil || !w[[2]string{env.Name, contract.TriggerAllowedArtifact}] {
 		return err
 	}
-	prov, err := provenance(ctx, tx, e.OrgID, []string{a.Fingerprint})
+	ev, err := policyeval.LoadReports(ctx, tx, e.OrgID, []string{a.Fingerprint})
 	if err != nil {
 		return err
 	}
+	prov := provenance(ev, []string{a.Fingerprint})
 	name := a.ArtifactName
 	if name == "" { // the CLI's artifact_name is optional: name it as it runs there, if it does
 		running, err := tx.RunningIn(ctx, e.OrgID, a.Fingerprint)

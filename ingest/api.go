@@ -22,11 +22,14 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/veritrail/veritrail/evaluate/policyeval"
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/blobs"
 	"github.com/veritrail/veritrail/ingest/contract"
 	"github.com/veritrail/veritrail/policies/customtype"
+	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -72,6 +75,8 @@ type Deps struct {
 	Now func() time.Time
 	// Notifications reads the notify tier's outcomes and dead letters; nil shows none.
 	Notifications NotificationLog
+	// Policies evaluates environment policies for assert and what-if; nil makes one with default options.
+	Policies *envpolicy.Engine
 }
 
 // API is the HTTP API.
@@ -87,6 +92,12 @@ type API struct {
 	types   *typeCache
 	// notifications is Deps.Notifications.
 	notifications NotificationLog
+	// policies evaluates environment policies on the fly (assert of an artifact not running, what-if), with
+	// parsed policies cached by meaning.
+	policies *policyeval.Cache
+	engine   *envpolicy.Engine
+	// compliance caches an artifact's compliance in a trail evaluation, for assert.
+	compliance *lru.Cache[complianceKey, AssertCompliance]
 	// principals caches resolved keys briefly (see principalTTL).
 	principals sync.Map
 	identities store.IdentityStore
@@ -109,6 +120,11 @@ func New(cfg Config, d Deps) *API {
 		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
 		notifications: d.Notifications}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+	a.policies, a.engine = policyeval.NewCache(0), d.Policies
+	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
+	if a.engine == nil {
+		a.engine = envpolicy.NewEngine(envpolicy.Options{})
+	}
 
 	a.mux.Use(a.recoverPanics)
 
@@ -141,6 +157,8 @@ func New(cfg Config, d Deps) *API {
 	a.registerAPIKeys()
 	a.registerAudit()
 	a.registerNotifications()
+	a.registerPolicies()
+	a.registerAsserts()
 
 	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -68,11 +68,15 @@ func (a *API) envURL(org, env string) string {
 	return a.cfg.BaseURL + "/" + org + "/environments/" + env
 }
 
-func (a *API) environmentView(ctx context.Context, p *Principal, e store.Environment) EnvironmentView {
+// environmentView shows e with the names of the policies attached to it.
+func (a *API) environmentView(ctx context.Context, p *Principal, e store.Environment, policies []string) EnvironmentView {
 	v := EnvironmentView{Org: p.Org.Name, Name: e.Name, Type: e.Type, Description: e.Description, LastModifiedAt: e.LastModifiedAt,
 		LastReportedAt: zeroNil(e.LastReportedAt), LastChangedAt: zeroNil(e.LastChangedAt), State: e.State,
-		IncludeScaling: e.IncludeScaling, RequireProvenance: e.RequireProvenance, Tags: e.Tags, Policies: []string{},
+		IncludeScaling: e.IncludeScaling, RequireProvenance: e.RequireProvenance, Tags: e.Tags, Policies: policies,
 		HTMLURL: a.envURL(p.Org.Name, e.Name)}
+	if v.Policies == nil {
+		v.Policies = []string{}
+	}
 	if v.Tags == nil {
 		v.Tags = map[string]string{}
 	}
@@ -161,7 +165,11 @@ func (a *API) registerEnvironments() {
 			if err != nil {
 				return nil, err
 			}
-			return &getOutput{Body: a.environmentView(ctx, p, e)}, nil
+			attached, err := a.store.AttachedPolicyNames(ctx, p.Org.ID)
+			if err != nil {
+				return nil, a.internal(ctx, "look up policies", err)
+			}
+			return &getOutput{Body: a.environmentView(ctx, p, e, attached[e.ID])}, nil
 		})
 
 	type listInput struct {
@@ -180,9 +188,13 @@ func (a *API) registerEnvironments() {
 			if err != nil {
 				return nil, a.internal(ctx, "list environments", err)
 			}
+			attached, err := a.store.AttachedPolicyNames(ctx, p.Org.ID)
+			if err != nil {
+				return nil, a.internal(ctx, "look up policies", err)
+			}
 			views := make([]EnvironmentView, 0, len(envs))
 			for _, e := range envs {
-				views = append(views, a.environmentView(ctx, p, e))
+				views = append(views, a.environmentView(ctx, p, e, attached[e.ID]))
 			}
 			if !paged {
 				return &listOutput{Body: views}, nil

@@ -93,6 +93,9 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 	if pat, ok := strings.CutPrefix(msg, "expected string to match pattern "); ok {
 		msg = patternError(pat, d.Value)
 	}
+	if msg == "unexpected property" { // a property an object does not allow, in the hosted service's words
+		msg = "Extra inputs are not permitted"
+	}
 	// A missing property is reported on the object that lacks it; name the property, as the
 	// hosted service does.
 	if prop, ok := strings.CutPrefix(msg, "expected required property "); ok {

@@ -74,6 +74,9 @@ func (a *API) registerSnapshots() {
 			if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
 				return nil, a.internal(ctx, "decode snapshot", err)
 			}
+			if err := a.snapshotDecisions(ctx, p, e, s, idx == len(ts), arts); err != nil {
+				return nil, err
+			}
 			counts := map[string]int{"true": 0, "false": 0, "null": 0}
 			for _, art := range arts {
 				switch c := art["compliant"].(type) {

@@ -14,8 +14,8 @@ import (
 
 // runBench measures the baseline and the product in one run and prints the result; progress
 // goes to stderr so that --json output can be piped. --snapshots measures environment
-// snapshot reports instead of attestations; --notify the time from a snapshot report's 201 to
-// the webhook that its trigger reaches.
+// snapshot reports instead of attestations; --assert the assert endpoint; --notify the time from a
+// snapshot report's 201 to the webhook that its trigger reaches.
 func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg bench.Config
@@ -24,13 +24,14 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Trails, "trails", 1000, "trails the attestations are spread over")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 1024, "size of each multipart attestation body")
 	snapshots := fs.Bool("snapshots", false, "measure K8S snapshot reports (baseline, ingest, evaluator) instead of attestations")
+	asserts := fs.Bool("assert", false, "measure assert (environment, flow and policy scope) against a bare Huma GET instead of attestations")
 	fs.IntVar(&cfg.SnapshotArtifacts, "snapshot-artifacts", 200, "pods in each snapshot report (--snapshots)")
 	fs.BoolVar(&cfg.SnapshotRepeat, "snapshot-repeat", false, "every report repeats the last running set instead of alternating between two (--snapshots)")
 	notifyRun := fs.Bool("notify", false, "measure the time from a snapshot report's 201 to its webhook (p50, p99) beside the report's own time")
 	fs.IntVar(&cfg.NotifyReports, "notify-reports", 200, "measured reports, sent one at a time (--notify)")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&cfg.Apart, "apart", false, "also measure each tier alone: ingest with no evaluator, then the evaluator alone on that backlog")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured ingest phase and its drain to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured ingest phase and its drain (with --assert: of the environment-scope phase) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,6 +52,8 @@ func runBench(ctx context.Context, args []string) error {
 	switch {
 	case *notifyRun:
 		res, err = bench.RunNotify(ctx, cfg)
+	case *asserts:
+		res, err = bench.RunAssert(ctx, cfg)
 	case *snapshots:
 		res, err = bench.RunSnapshots(ctx, cfg)
 	default:

@@ -22,7 +22,7 @@ Commands:
   evaluate   run the evaluate tier on Kafka and PostgreSQL
   notify     run the notify tier (deliver notifications) on Kafka and PostgreSQL
   admin      manage organizations, users and API keys
-  policy     tools for policy authors: lint, compile and test environment policies
+  policy     tools for policy authors: lint, compile, test and what-if environment policies
   bench      measure ingest and evaluator throughput against a bare Huma baseline, in-process
 
 Run 'veritrail <command> -h' for the flags of a command. Every flag can also be set with an

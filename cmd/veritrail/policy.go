@@ -25,7 +25,7 @@ import (
 
 const policyUsage = `Usage: veritrail policy <subcommand> [flags] FILE...
 
-Tools for authors of environment policies, offline (no server needed). A FILE ending in .rego is a raw Rego
+Tools for authors of environment policies; all but what-if work offline. A FILE ending in .rego is a raw Rego
 policy (or its Rego unit tests); any other is a YAML policy.
 
 Subcommands:
@@ -37,6 +37,11 @@ Subcommands:
   test [--run REGEXP] [-v] FILE...
         run fixture files (.yml, .yaml or .json: a policy, an environment, and artifacts with the decisions they
         must get) and the Rego unit tests (test_ rules) of the .rego files given, which are compiled together.
+  what-if --environment ENV [--host URL] [--api-token KEY] [--org ORG] [--name NAME] [--json] FILE
+        ask the server how the draft policy FILE would judge the latest snapshot of ENV, without attaching or
+        storing it: every artifact that would fail, and why. Fails when one would. --host, --api-token and --org
+        default to VERITRAIL_HOST, VERITRAIL_API_TOKEN and VERITRAIL_ORG, then to KOSLI_HOST, KOSLI_API_TOKEN and
+        KOSLI_ORG; --host to http://127.0.0.1:8080.
 
 A fixture file:
 
@@ -77,6 +82,7 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	controls := fs.String("controls", "", "lint: comma-separated control ids that for_control may name")
 	run := fs.String("run", "", "test: run only the cases and Rego tests whose names match this regular expression")
 	verbose := fs.Bool("v", false, "test: list passing cases and tests too")
+	whatIf := whatIfFlags(fs)
 	files, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -101,6 +107,11 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("--run: %w", err)
 		}
 		return testPolicies(ctx, files, filter, *verbose, stdout)
+	case "what-if":
+		if len(files) != 1 {
+			return errors.New("usage: veritrail policy what-if --environment ENV [--host URL] [--api-token KEY] [--org ORG] FILE")
+		}
+		return runWhatIf(ctx, whatIf, files[0], stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, policyUsage)
 		return nil

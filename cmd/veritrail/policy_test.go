@@ -265,8 +265,11 @@ func TestPolicyUsage(t *testing.T) {
 	if _, errOut, err := runPolicyCmd(t); err == nil || !strings.Contains(errOut, "Usage: veritrail policy") {
 		t.Errorf("no subcommand: %v %q", err, errOut)
 	}
-	if _, _, err := runPolicyCmd(t, "what-if"); err == nil || err.Error() != `unknown policy subcommand "what-if"` {
+	if _, _, err := runPolicyCmd(t, "frobnicate"); err == nil || err.Error() != `unknown policy subcommand "frobnicate"` {
 		t.Errorf("unknown: %v", err)
+	}
+	if _, _, err := runPolicyCmd(t, "what-if"); err == nil || !strings.Contains(err.Error(), "usage: veritrail policy what-if") {
+		t.Errorf("what-if without a file: %v", err)
 	}
 	if out, _, err := runPolicyCmd(t, "help"); err != nil || !strings.Contains(out, "A fixture file:") {
 		t.Errorf("help: %v", err)

@@ -266,6 +266,7 @@ type Reader interface {
 	ControlReader
 	IdentityReader
 	NotificationReader
+	PolicyReader
 
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
@@ -312,6 +313,7 @@ type Tx interface {
 	ControlWriter
 	AuditWriter
 	NotificationWriter
+	PolicyWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error

@@ -82,6 +82,8 @@ type Envelope struct {
 	Control     *ControlChange     `json:"control,omitempty"`
 
 	Notification *NotificationRule `json:"notification,omitempty"`
+	Policy       *PolicyVersion    `json:"policy,omitempty"`
+	Attach       *PolicyAttachment `json:"attach,omitempty"`
 }
 
 // PartitionKey returns the key that orders this message: all messages about one trail share
@@ -110,6 +112,10 @@ func (e *Envelope) PartitionKey() string {
 		return EnvironmentKey(e.OrgID, e.Snapshot.EnvID)
 	case e.Allow != nil:
 		return EnvironmentKey(e.OrgID, e.Allow.EnvID)
+	case e.Attach != nil: // in order with the environment's reports
+		return EnvironmentKey(e.OrgID, e.Attach.EnvID)
+	case e.Policy != nil:
+		return PolicyKey(e.OrgID, e.Policy.Name)
 	case e.Approval != nil:
 		return FlowKey(e.OrgID, e.Approval.FlowID) // numbers count up per flow, in order
 	case e.Control != nil:

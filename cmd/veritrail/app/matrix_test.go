@@ -128,8 +128,16 @@ func samples() map[string]sample {
 		"listEnvironmentNotifications": {"read", read("/organizations/ORG/environments_notifications")},
 		"getEnvironmentNotification":   {"read", read("/organizations/ORG/environments_notifications/1")},
 		"listActions":                  {"read", read("/actions/ORG")},
-		"listNotificationDeadLetters":  {"admin", read("/organizations/ORG/environments_notifications/1/dead_letters")},
-		"listControls":                 {"read", read("/controls/ORG")},
+		"getPolicy":                    {"read", read("/policies/ORG/pol")},
+		"listPolicies":                 {"read", read("/policies/ORG")},
+		"assertArtifact":               {"read", read("/asserts/ORG/fingerprint/" + fpBackend)},
+		"whatIfPolicy": {"read", func(m *matrix, org string, _ bool) call {
+			return call{path: "/environments/" + org + "/polenv/what-if", status: http.StatusOK,
+				form: &formCall{field: "payload", payload: map[string]any{"name": "draft"},
+					files: []file{{"policy_file", "draft.yml", []byte(matrixPolicy(m.next()))}}}}
+		}},
+		"listNotificationDeadLetters": {"admin", read("/organizations/ORG/environments_notifications/1/dead_letters")},
+		"listControls":                {"read", read("/controls/ORG")},
 
 		// Evidence writes.
 		"createFlowWithTemplate": {"write", func(m *matrix, org string, _ bool) call {
@@ -239,6 +247,27 @@ func samples() map[string]sample {
 				number = r["number"].(float64)
 			}
 			return call{path: fmt.Sprintf("/organizations/%s/environments_notifications/%.0f", org, number), status: http.StatusOK}
+		}},
+		"createPolicy": {"write", func(m *matrix, org string, _ bool) call {
+			return call{path: "/policies/" + org, status: http.StatusCreated,
+				form: &formCall{field: "payload", payload: map[string]any{"name": fmt.Sprintf("pol-%d", m.next()), "type": "env"},
+					files: []file{{"policy_file", "policy.yml", []byte(matrixPolicy(0))}}}}
+		}},
+		"putPolicy": {"write", func(m *matrix, org string, _ bool) call {
+			return call{path: "/policies/" + org + "/pol", status: http.StatusOK, // a new version of pol
+				form: &formCall{field: "payload", payload: map[string]any{"type": "env"},
+					files: []file{{"policy_file", "policy.yml", []byte(matrixPolicy(m.next()))}}}}
+		}},
+		"attachPolicies": {"write", func(m *matrix, org string, _ bool) call {
+			return call{path: "/environments/" + org + "/polenv/policies", status: http.StatusOK, body: map[string]any{"policy_names": []string{"pol"}}}
+		}},
+		"detachPolicies": {"write", func(m *matrix, org string, fresh bool) call {
+			if fresh { // attached first, so that there is something to detach
+				m.admin(org).send(http.MethodPost, "/environments/"+org+"/polenv/policies", map[string]any{"policy_names": []string{"pol"}}).
+					want(m.t, http.StatusOK)
+				m.admin(org).get("/environments/"+org+"/polenv").want(m.t, http.StatusOK)
+			}
+			return call{path: "/environments/" + org + "/polenv/policies", status: http.StatusOK, body: map[string]any{"policy_names": []string{"pol"}}}
 		}},
 		"createEnvironment": {"write", func(m *matrix, org string, _ bool) call {
 			return call{path: "/environments/" + org, status: http.StatusCreated,
@@ -377,6 +406,11 @@ func (m *matrix) setUp(org string) {
 		want(t, http.StatusCreated)
 	k.send(http.MethodPost, "/controls/"+org, map[string]any{"identifier": "SEC-1", "name": "Security review", "description": mk}).
 		want(t, http.StatusCreated)
+	// polenv has the policy samples to itself: no notification rule watches it.
+	k.send(http.MethodPut, "/environments/"+org, map[string]any{"name": "polenv", "type": "server", "description": mk}).
+		want(t, http.StatusCreated)
+	k.multipart(http.MethodPut, "/policies/"+org, "payload", map[string]any{"name": "pol", "description": mk, "type": "env"},
+		file{"policy_file", "policy.yml", []byte(matrixPolicy(0))}).want(t, http.StatusCreated)
 	if r := k.send(http.MethodPost, "/organizations/"+org+"/environments_notifications", matrixRule(mk)).
 		want(t, http.StatusCreated).JSON(t); r["number"] != float64(1) {
 		t.Fatalf("the first rule of %s is number %v", org, r["number"])
@@ -614,4 +648,9 @@ func (m *matrix) check(o operation, s sample, org string, c caller) {
 func matrixRule(name string) map[string]any {
 	return map[string]any{"name": name, "environments": []string{"prod"}, "triggers": []string{"ON_COMPLIANT_ENV"},
 		"targets": []any{map[string]any{"type": "WEBHOOK", "webhook": "https://hooks.example.com/veritrail"}}}
+}
+
+// matrixPolicy is a valid environment policy; n makes its text (so its version) differ.
+func matrixPolicy(n int) string {
+	return fmt.Sprintf("_schema: https://kosli.com/schemas/policy/environment/v1\n# version %d\nartifacts:\n  provenance:\n    required: true\n", n)
 }

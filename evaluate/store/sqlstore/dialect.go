@@ -4,6 +4,7 @@
 package sqlstore
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -42,8 +43,9 @@ func (d dialect) rebind(q string) string {
 
 func (d dialect) schema() []string {
 	r := strings.NewReplacer("{{serial}}", d.serial, "{{blob}}", d.blob)
-	out := make([]string, len(schemaStatements))
-	for i, s := range schemaStatements {
+	all := slices.Concat(schemaStatements, policyStatements)
+	out := make([]string, len(all))
+	for i, s := range all {
 		out[i] = r.Replace(s)
 	}
 	return out

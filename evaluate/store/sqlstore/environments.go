@@ -282,7 +282,8 @@ func (r reads) ArtifactsByFingerprints(ctx context.Context, orgID string, fps []
 		for _, fp := range part {
 			args = append(args, fp)
 		}
-		arts, err := r.artifacts(ctx, "artifacts by fingerprints", `/* one-off */ SELECT `+artifactCols+` FROM artifacts WHERE org_id = ?
+		// One fingerprint (an assert) is a statement worth preparing; a list is not.
+		arts, err := r.artifacts(ctx, "artifacts by fingerprints", oneOffIf(len(part) > 1)+`SELECT `+artifactCols+` FROM artifacts WHERE org_id = ?
 			AND fingerprint IN (`+placeholders(len(part))+`) ORDER BY seq`, args...)
 		if err != nil {
 			return nil, err
@@ -301,7 +302,7 @@ func (r reads) TrailsByIDs(ctx context.Context, ids []string) ([]store.Trail, er
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := r.rows(ctx, `/* one-off */ SELECT `+trailCols+` FROM trails WHERE id IN (`+placeholders(len(part))+`)`, args...)
+		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT `+trailCols+` FROM trails WHERE id IN (`+placeholders(len(part))+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: trails by ids: %w", err)
 		}

@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"text/tabwriter"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/veritrail/veritrail/ingest"
+)
+
+// AssertP99TargetMs is the brief's latency target for assert.
+const AssertP99TargetMs = 2.0
+
+// assertPolicies are three policies of the kinds environments use (as envpolicy's benchmarks): built-in rules
+// with an exception, attestation rules with a condition on flow tags, a decision for a control.
+var assertPolicies = map[string]string{
+	"provenance": `_schema: https://kosli.com/schemas/policy/environment/v1
+artifacts:
+  provenance:
+    required: true
+    exceptions:
+      - if: ${{ matches(artifact.name, "^datadog:") }}
+  trail-compliance:
+    required: true
+`,
+	"evidence": `_schema: https://kosli.com/schemas/policy/environment/v1
+artifacts:
+  attestations:
+    - name: snyk
+      type: snyk
+      if: ${{ flow.tags.risk-level == "high" }}
+    - name: unit-tests
+      type: junit
+`,
+	"release": `_schema: https://kosli.com/schemas/policy/environment/v1
+artifacts:
+  attestations:
+    - name: release
+      type: decision
+      for_control: change-approval
+`,
+}
+
+// AssertResult is one run of RunAssert.
+type AssertResult struct {
+	Machine  Machine        `json:"machine"`
+	Settings AssertSettings `json:"settings"`
+	// Bare is the baseline: a bare Huma GET of the assert path answering a small JSON object.
+	Bare Phase `json:"bare_get"`
+	// Environment is assert in environment scope: the stored verdict of a running artifact.
+	Environment Phase `json:"assert_environment"`
+	// Flow is assert in flow scope (trail compliance), Policy in policy scope (judged on the fly).
+	Flow   Phase `json:"assert_flow"`
+	Policy Phase `json:"assert_policy"`
+	// Ratio is Environment over Bare, against RatioTarget; P99Met is Environment's p99 against AssertP99TargetMs.
+	Ratio       float64 `json:"environment_over_bare"`
+	RatioTarget float64 `json:"environment_over_bare_target"`
+	RatioMet    bool    `json:"environment_over_bare_met"`
+	P99Met      bool    `json:"environment_p99_met"`
+}
+
+// AssertSettings are the effective settings of an assert run.
+type AssertSettings struct {
+	Duration    string `json:"duration"`
+	Warmup      string `json:"warmup"`
+	Concurrency int    `json:"concurrency"`
+	Artifacts   int    `json:"artifacts"`
+	Policies    int    `json:"policies"`
+}
+
+// assertArtifacts is how many artifacts run in the environment the asserts ask about, round-robin.
+const assertArtifacts = 100
+
+// RunAssert measures assert against a baseline in the same run: a bare Huma GET, then the embedded product
+// answering asserts about artifacts running in an environment with three policies, in environment, flow and
+// policy scope.
+func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	res := &AssertResult{
+		Machine: Machine{NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+			OS: runtime.GOOS, Arch: runtime.GOARCH},
+		Settings: AssertSettings{Duration: cfg.Duration.String(), Warmup: cfg.Warmup.String(), Concurrency: cfg.Concurrency,
+			Artifacts: assertArtifacts, Policies: len(assertPolicies)},
+		RatioTarget: RatioTarget,
+	}
+	fps := make([]string, assertArtifacts)
+	for i := range fps {
+		fps[i] = fmt.Sprintf("%064x", 0xa55e<<32+i)
+	}
+	assertURLs := func(base, query string) func(int) string {
+		urls := make([]string, len(fps))
+		for i, fp := range fps {
+			urls[i] = base + "/api/v2/asserts/" + benchOrg + "/fingerprint/" + fp + query
+		}
+		return func(i int) string { return urls[i%len(urls)] }
+	}
+
+	addr, stop, err := serveBare(registerBareGet)
+	if err != nil {
+		return nil, err
+	}
+	client := newClient(cfg.Concurrency)
+	bare := &target{client: client, method: http.MethodGet, url: assertURLs("http://"+addr, "?environment_name=prod"),
+		contentType: "application/json; charset=utf-8", want: 200}
+	fmt.Fprintf(cfg.Progress, "bench: assert phase 1: bare Huma GET on %s\n", addr)
+	hammer(ctx, bare, cfg.Concurrency, cfg.Warmup, nil)
+	res.Bare = hammer(ctx, bare, cfg.Concurrency, cfg.Duration, nil)
+	stop()
+	client.CloseIdleConnections()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if res.Bare.OK == 0 {
+		return nil, fmt.Errorf("bench: the baseline answered no request: %s", res.Bare.FirstErr)
+	}
+	fmt.Fprintf(cfg.Progress, "bench: assert phase 1: %.0f/s, p50 %.2f ms, p99 %.2f ms\n", res.Bare.PerSecond, res.Bare.P50ms, res.Bare.P99ms)
+
+	runtime.GC()
+	pr, err := startProduct(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer pr.close()
+	fmt.Fprintf(cfg.Progress, "bench: assert phases: embedded Veritrail on %s, %d artifacts running in prod with %d policies\n",
+		pr.r.Addr, assertArtifacts, len(assertPolicies))
+	if err := prepareAsserts(ctx, pr, fps); err != nil {
+		return nil, err
+	}
+	for _, ph := range []struct {
+		name  string
+		query string
+		out   *Phase
+	}{
+		{"environment scope", "?environment_name=prod", &res.Environment},
+		{"flow scope", "", &res.Flow},
+		{"policy scope", "?policy_name=provenance&policy_name=evidence&policy_name=release", &res.Policy},
+	} {
+		t := &target{client: pr.client, method: http.MethodGet, url: assertURLs(pr.base, ph.query), token: pr.secret,
+			contentType: "application/json; charset=utf-8", want: 200}
+		hammer(ctx, t, cfg.Concurrency, cfg.Warmup, nil)
+		stopProfile := func() {}
+		if ph.out == &res.Environment { // the phase with the targets
+			if stopProfile, err = startProfile(cfg); err != nil {
+				return nil, err
+			}
+		}
+		*ph.out = hammer(ctx, t, cfg.Concurrency, cfg.Duration, nil)
+		stopProfile()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if ph.out.OK == 0 {
+			return nil, fmt.Errorf("bench: assert in %s answered no request: %s", ph.name, ph.out.FirstErr)
+		}
+		fmt.Fprintf(cfg.Progress, "bench: assert in %s: %.0f/s, p50 %.2f ms, p99 %.2f ms\n", ph.name, ph.out.PerSecond,
+			ph.out.P50ms, ph.out.P99ms)
+	}
+	res.Ratio = res.Environment.PerSecond / res.Bare.PerSecond
+	res.RatioMet = res.Ratio >= RatioTarget
+	res.P99Met = res.Environment.P99ms < AssertP99TargetMs
+	return res, nil
+}
+
+// registerBareGet is the baseline of the assert phases: the assert route with its path and query parameters,
+// answering a small fixed JSON object, without authentication or store.
+func registerBareGet(api huma.API) {
+	type in struct {
+		ingest.OrgPath
+		Fingerprint     string `path:"fingerprint"`
+		EnvironmentName string `query:"environment_name"`
+	}
+	type body struct {
+		Fingerprint string `json:"fingerprint"`
+		Compliant   bool   `json:"compliant"`
+		Scope       string `json:"scope"`
+	}
+	type out struct{ Body body }
+	huma.Register(api, huma.Operation{OperationID: "bareAssert", Method: http.MethodGet,
+		Path: "/api/v2/asserts/{org}/fingerprint/{fingerprint}"},
+		func(_ context.Context, in *in) (*out, error) {
+			return &out{Body: body{Fingerprint: in.Fingerprint, Compliant: true, Scope: "environment"}}, nil
+		})
+}
+
+// prepareAsserts reports the artifacts in two flows with their evidence, runs them in prod, attaches the
+// policies, and reads an assert back (which waits for the caller's writes).
+func prepareAsserts(ctx context.Context, pr *product, fps []string) error {
+	api, secret, client := pr.base+"/api/v2", pr.secret, pr.client
+	js := func(v any) []byte {
+		b, _ := json.Marshal(v) // plain maps always encode
+		return b
+	}
+	steps := []func() error{
+		func() error {
+			return callJSON(ctx, client, http.MethodPost, api+"/controls/"+benchOrg, secret, 201,
+				js(map[string]any{"identifier": "change-approval", "name": "CAB"}))
+		},
+	}
+	for _, flow := range []string{"web", "api"} {
+		steps = append(steps, func() error {
+			return call(ctx, client, http.MethodPut, api+"/flows/"+benchOrg+"/template_file", secret, 201,
+				part{"data_json", "", js(map[string]any{"name": flow, "description": ""})}, part{"template_file", "t.yml", []byte("version: 1\n")})
+		})
+	}
+	steps = append(steps, func() error {
+		return callJSON(ctx, client, http.MethodPatch, api+"/tags/"+benchOrg+"/flow/web", secret, 200,
+			js(map[string]any{"set_tags": map[string]string{"risk-level": "high"}}))
+	})
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("bench: prepare asserts: %w", err)
+		}
+	}
+	var running []map[string]any
+	for i, fp := range fps {
+		flow, trail := []string{"web", "api"}[i%2], fmt.Sprintf("trail-%d", i%10) // ten trails, five in each flow
+		if i < 10 {
+			if err := call(ctx, client, http.MethodPut, api+"/trails/"+benchOrg+"/"+flow, secret, 201,
+				part{"data_json", "", js(map[string]any{"name": trail})}); err != nil {
+				return fmt.Errorf("bench: begin trail: %w", err)
+			}
+		}
+		if err := callJSON(ctx, client, http.MethodPost, api+"/artifacts/"+benchOrg+"/"+flow, secret, 201, js(map[string]any{
+			"fingerprint": fp, "filename": fmt.Sprintf("service-%d", i), "build_url": "b", "commit_url": "c", "trail_name": trail})); err != nil {
+			return fmt.Errorf("bench: report artifact: %w", err)
+		}
+		atts := []map[string]any{
+			{"kind": "junit", "attestation_name": "unit-tests", "junit_results": []map[string]any{{"name": "s", "failures": 0, "errors": 0}}},
+			{"kind": "snyk", "attestation_name": "snyk", "snyk_results": map[string]any{"results": []any{}}},
+			{"kind": "system", "attestation_name": "release", "type_name": "decision", "control": "change-approval",
+				"attestation_data": map[string]any{"is_compliant": i%10 != 0}},
+		}
+		for _, a := range atts {
+			kind := a["kind"].(string)
+			delete(a, "kind")
+			a["artifact_fingerprint"], a["user_data"] = fp, map[string]any{}
+			if err := call(ctx, client, http.MethodPost, api+"/attestations/"+benchOrg+"/"+flow+"/trail/"+trail+"/"+kind, secret, 201,
+				part{"data_json", "", js(a)}); err != nil {
+				return fmt.Errorf("bench: attest: %w", err)
+			}
+		}
+		running = append(running, map[string]any{"digests": map[string]string{fmt.Sprintf("service-%d", i): fp}, "creationTimestamp": 1})
+	}
+	if err := callJSON(ctx, client, http.MethodPut, api+"/environments/"+benchOrg, secret, 201,
+		js(map[string]any{"name": "prod", "type": "server"})); err != nil {
+		return fmt.Errorf("bench: create environment: %w", err)
+	}
+	if err := callJSON(ctx, client, http.MethodPut, api+"/environments/"+benchOrg+"/prod/report/server", secret, 201,
+		js(map[string]any{"artifacts": running})); err != nil {
+		return fmt.Errorf("bench: report snapshot: %w", err)
+	}
+	for name, content := range assertPolicies {
+		if err := call(ctx, client, http.MethodPut, api+"/policies/"+benchOrg, secret, 201,
+			part{"payload", "", js(map[string]any{"name": name, "type": "env"})}, part{"policy_file", name + ".yml", []byte(content)}); err != nil {
+			return fmt.Errorf("bench: create policy: %w", err)
+		}
+	}
+	if err := callJSON(ctx, client, http.MethodPost, api+"/environments/"+benchOrg+"/prod/policies", secret, 200,
+		js(map[string]any{"policy_names": []string{"evidence", "provenance", "release"}})); err != nil {
+		return fmt.Errorf("bench: attach policies: %w", err)
+	}
+	if err := callJSON(ctx, client, http.MethodGet, api+"/asserts/"+benchOrg+"/fingerprint/"+fps[0]+"?environment_name=prod", secret, 200, nil); err != nil {
+		return fmt.Errorf("bench: read an assert back: %w", err)
+	}
+	return nil
+}
+
+// WriteTable prints the assert run.
+func (r *AssertResult) WriteTable(w io.Writer) error {
+	m, s := r.Machine, r.Settings
+	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s %s/%s\n", m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch)
+	fmt.Fprintf(w, "load:    %d clients, %s per phase after %s of warm-up; asserts round-robin over %d artifacts running with %d policies\n\n",
+		s.Concurrency, s.Duration, s.Warmup, s.Artifacts, s.Policies)
+	const row = "%-34s %8s %8s %8s %8s %8s %8s %7s\n"
+	fmt.Fprintf(w, row, "phase", "ok/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "ok", "errors")
+	for _, p := range []struct {
+		name string
+		Phase
+	}{{"bare Huma GET (baseline)", r.Bare}, {"assert, environment scope", r.Environment}, {"assert, flow scope", r.Flow},
+		{"assert, policy scope (on the fly)", r.Policy}} {
+		fmt.Fprintf(w, row, p.name, fmt.Sprintf("%.0f", p.PerSecond), fmt.Sprintf("%.2f", p.P50ms), fmt.Sprintf("%.2f", p.P90ms),
+			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors))
+		if p.FirstErr != "" {
+			fmt.Fprintf(w, "  first error: %s\n", p.FirstErr)
+		}
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	verdict := map[bool]string{true: "met", false: "MISSED"}
+	fmt.Fprintf(tw, "environment-scope assert / bare GET\t%.2f (target >= %.1f: %s)\n", r.Ratio, r.RatioTarget, verdict[r.RatioMet])
+	fmt.Fprintf(tw, "environment-scope assert p99\t%.2f ms (target < %.0f ms: %s)\n", r.Environment.P99ms, AssertP99TargetMs, verdict[r.P99Met])
+	return tw.Flush()
+}

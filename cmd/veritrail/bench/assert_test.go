@@ -1,0 +1,33 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunAssert runs the assert phases for a moment: the numbers mean nothing at this length; the test proves that
+// every phase is answered without errors and the table reports the targets.
+func TestRunAssert(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded product")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := RunAssert(ctx, Config{Duration: 200 * time.Millisecond, Concurrency: 2, Progress: &progress})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	for name, p := range map[string]Phase{"bare": res.Bare, "environment": res.Environment, "flow": res.Flow, "policy": res.Policy} {
+		if p.OK == 0 || p.Errors != 0 {
+			t.Errorf("%s: %+v", name, p)
+		}
+	}
+	var table bytes.Buffer
+	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "environment-scope assert / bare GET") {
+		t.Errorf("table: %v\n%s", err, table.String())
+	}
+}

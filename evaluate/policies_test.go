@@ -1,0 +1,456 @@
+package evaluate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/envpolicy"
+	"github.com/veritrail/veritrail/policies/template"
+)
+
+// The three policies of envpolicy's benchmarks: built-in rules with an exception, attestation rules with
+// conditions on flow tags, and a decision for a control.
+var benchPolicyFiles = []string{`_schema: https://kosli.com/schemas/policy/environment/v1
+artifacts:
+  provenance:
+    required: true
+    exceptions:
+      - if: ${{ matches(artifact.name, "^datadog:") }}
+  trail-compliance:
+    required: true
+`, `_schema: https://kosli.com/schemas/policy/environment/v1
+artifacts:
+  attestations:
+    - name: snyk
+      type: snyk
+      if: ${{ flow.tags.risk-level == "high" }}
+    - name: unit-tests
+      type: junit
+    - name: "*"
+      type: pull_request
+      must_be_compliant: false
+      if: ${{ flow.tags.tier >= 2 and not flow.name in ["sandbox", "docs"] }}
+`, `_schema: https://kosli.com/schemas/policy/environment/v1
+artifacts:
+  provenance:
+    required: true
+  attestations:
+    - name: release
+      type: decision
+      for_control: change-approval
+`}
+
+func (f *envFixture) policy(tb testing.TB, name, content string) {
+	tb.Helper()
+	p, err := envpolicy.Parse([]byte(content), envpolicy.ParseOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.Policy = contract.KindPolicyVersion, &contract.PolicyVersion{Name: name, Format: store.PolicyYAML,
+			Content: content, ContentID: p.ID}
+	})
+}
+
+func (f *envFixture) attach(tb testing.TB, envID string, detach bool, names ...string) {
+	tb.Helper()
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.Attach = contract.KindPolicyAttachment, &contract.PolicyAttachment{EnvID: envID, Names: names, Detach: detach}
+	})
+}
+
+// attest reports an attestation in trail t1 (of artifact fp when fp is set) and evaluates the trail, as the
+// evaluation loop would.
+func (f *envFixture) attest(tb testing.TB, fp, name, typ string, compliant bool) {
+	tb.Helper()
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.Attestation = contract.KindAttestationReported, &contract.AttestationInput{ID: e.ID, FlowID: "flow-1",
+			TrailName: "t1", Name: name, Type: typ, IsCompliant: compliant, ArtifactFingerprint: fp, Data: json.RawMessage(`{}`)}
+	})
+	f.evaluateTrail(tb, "t1")
+}
+
+func (f *envFixture) evaluateTrail(tb testing.TB, name string) {
+	tb.Helper()
+	id, err := f.st.TrailID(context.Background(), "flow-1", name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.ev.EvaluateTrail(context.Background(), id); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// state is the environment's state and its latest snapshot's compliant, as "true", "false" or "null" each.
+func (f *envFixture) state(tb testing.TB, envID string) string {
+	tb.Helper()
+	env, err := f.st.EnvironmentByID(context.Background(), "org-1", envID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := f.st.LatestSnapshot(context.Background(), envID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	show := func(b *bool) string {
+		if b == nil {
+			return "null"
+		}
+		return fmt.Sprint(*b)
+	}
+	return show(env.State) + "/" + show(s.Compliant)
+}
+
+func (f *envFixture) verdicts(tb testing.TB, envID string) map[string]store.Verdict {
+	tb.Helper()
+	vs, err := f.st.Verdicts(context.Background(), envID, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]store.Verdict{}
+	for _, v := range vs {
+		out[v.Name] = v
+	}
+	return out
+}
+
+// TestPolicyVerdictsFollowEvidence: attach, an attestation (through the trail's evaluation), a new policy
+// version, an allowlist entry and detach each change the verdicts, the snapshot's compliant and the state.
+func TestPolicyVerdictsFollowEvidence(t *testing.T) {
+	f := newEnvFixture(t, 2)
+	f.evaluateTrail(t, "t1")
+	f.report(t, 2, 0)
+	if got := f.state(t, "env-1"); got != "null/null" {
+		t.Fatalf("without policies: %s, want null/null", got)
+	}
+	f.policy(t, "tests", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  trail-compliance:\n    required: true\n"+
+		"  attestations:\n    - name: unit-tests\n      type: junit\n")
+	f.attach(t, "env-1", false, "tests")
+	if got := f.state(t, "env-1"); got != "false/false" {
+		t.Fatalf("after attach: %s, want false/false (unit-tests missing)", got)
+	}
+	v := f.verdicts(t, "env-1")
+	if len(v) != 2 || v["app-0"].Compliant || len(v["app-0"].Policies) != 1 || v["app-0"].Policies[0].Version != 1 {
+		t.Fatalf("verdicts after attach: %+v", v)
+	}
+
+	f.attest(t, fp(0), "unit-tests", "junit", true)
+	v = f.verdicts(t, "env-1")
+	if !v["app-0"].Compliant || v["app-1"].Compliant || f.state(t, "env-1") != "false/false" {
+		t.Fatalf("after app-0's tests: %+v, %s", v, f.state(t, "env-1"))
+	}
+	f.attest(t, fp(1), "unit-tests", "junit", true)
+	if got := f.state(t, "env-1"); got != "true/true" {
+		t.Fatalf("after both tests: %s, want true/true", got)
+	}
+	f.attest(t, "", "lint", "generic", false) // the trail turns NON-COMPLIANT
+	if got := f.state(t, "env-1"); got != "false/false" {
+		t.Fatalf("after a failing trail attestation: %s, want false/false", got)
+	}
+
+	f.policy(t, "tests", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  attestations:\n    - name: unit-tests\n      type: junit\n")
+	v = f.verdicts(t, "env-1")
+	if got := f.state(t, "env-1"); got != "true/true" || v["app-0"].Policies[0].Version != 2 {
+		t.Fatalf("after version 2 (no trail-compliance): %s, %+v", got, v)
+	}
+	f.policy(t, "tests", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  attestations:\n    - name: snyk\n      type: snyk\n")
+	if got := f.state(t, "env-1"); got != "false/false" {
+		t.Fatalf("after version 3 (snyk): %s, want false/false", got)
+	}
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.Allow = contract.KindAllowlisted, &contract.AllowlistEntry{ID: "al-1", EnvID: "env-1", Fingerprint: fp(0)}
+	})
+	v = f.verdicts(t, "env-1")
+	if !v["app-0"].Compliant || !v["app-0"].Allowlisted || v["app-0"].Policies[0].Compliant || v["app-1"].Compliant {
+		t.Fatalf("after allowlisting app-0: %+v", v)
+	}
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.Allow = contract.KindAllowlisted, &contract.AllowlistEntry{ID: "al-2", EnvID: "env-1", Fingerprint: fp(1)}
+	})
+	if got := f.state(t, "env-1"); got != "true/true" {
+		t.Fatalf("after allowlisting both: %s, want true/true", got)
+	}
+
+	f.attach(t, "env-1", true, "tests")
+	if got, v := f.state(t, "env-1"), f.verdicts(t, "env-1"); got != "null/null" || len(v) != 0 {
+		t.Fatalf("after detach: %s, %d verdicts; want null/null and none", got, len(v))
+	}
+}
+
+// TestUnchangedArtifactsKeepTheirEvaluations: a new snapshot evaluates only the artifacts whose input changed;
+// the others keep their verdict, evaluation time included.
+func TestUnchangedArtifactsKeepTheirEvaluations(t *testing.T) {
+	f := newEnvFixture(t, 4)
+	for i, src := range benchPolicyFiles {
+		f.policy(t, fmt.Sprint("p", i), src)
+	}
+	f.attach(t, "env-1", false, "p0", "p1", "p2")
+	f.report(t, 3, 0)
+	before := f.verdicts(t, "env-1")
+	evals := func() int {
+		var hashes []string
+		for _, v := range f.verdicts(t, "env-1") {
+			hashes = append(hashes, v.InputHash)
+		}
+		got, err := f.st.PolicyEvaluations(context.Background(), "org-1", hashes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	if n := evals(); n != 9 {
+		t.Fatalf("%d evaluations stored for 3 artifacts and 3 policies, want 9", n)
+	}
+	// app-2 changes build; app-0 and app-1 stay.
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: []contract.RunningInstance{
+			{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1},
+			{Name: "app-2", Fingerprint: fp(3), CreationTimestamp: 1}}}
+	})
+	after := f.verdicts(t, "env-1")
+	for _, name := range []string{"app-0", "app-1"} {
+		if after[name].EvaluatedAt != before[name].EvaluatedAt || after[name].InputHash != before[name].InputHash {
+			t.Errorf("%s was judged again: %+v, before %+v", name, after[name], before[name])
+		}
+	}
+	if after["app-2"].Fingerprint != fp(3) || after["app-2"].EvaluatedAt == before["app-2"].EvaluatedAt {
+		t.Errorf("app-2's new build was not judged: %+v", after["app-2"])
+	}
+	if n := evals(); n != 9 {
+		t.Errorf("%d evaluations for the current verdicts, want 9", n)
+	}
+	s, err := f.st.LatestSnapshot(context.Background(), "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arts []SnapshotArtifact
+	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range arts {
+		v := after[a.Name]
+		if a.PolicyVerdict == nil || a.PolicyVerdict.InputHash != v.InputHash || a.PolicyVerdict.Compliant != v.Compliant {
+			t.Errorf("snapshot artifact %s keeps %+v, want the verdict %+v", a.Name, a.PolicyVerdict, v)
+		}
+	}
+}
+
+// TestPolicyErrorJudgesNonCompliant: a raw Rego policy that leaves rule_evaluations undefined judges no artifact
+// compliant, and says why, without stopping the evaluator.
+func TestPolicyErrorJudgesNonCompliant(t *testing.T) {
+	f := newEnvFixture(t, 1)
+	src := "package broken\n\nrule_evaluations := [] if { input.artifact.name == \"never\" }\n"
+	p, err := envpolicy.ParseRego([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.Policy = contract.KindPolicyVersion, &contract.PolicyVersion{Name: "broken", Format: store.PolicyRego, Content: src, ContentID: p.ID}
+	})
+	f.attach(t, "env-1", false, "broken")
+	f.report(t, 1, 0)
+	v := f.verdicts(t, "env-1")["app-0"]
+	if v.Compliant || len(v.Policies) != 1 || f.state(t, "env-1") != "false/false" {
+		t.Fatalf("verdict of a failing policy: %+v, %s", v, f.state(t, "env-1"))
+	}
+	evals, err := f.st.PolicyEvaluations(context.Background(), "org-1", []string{v.InputHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evals) != 1 || !evals[0].Failed || !strings.Contains(string(evals[0].RuleEvaluations), "evaluation_error") {
+		t.Fatalf("stored evaluation of a failing policy: %+v", evals)
+	}
+	// Judged again by the next snapshot, not reused.
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: []contract.RunningInstance{
+			{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "sidecar", Fingerprint: fp(0), CreationTimestamp: 1}}}
+	})
+	if again := f.verdicts(t, "env-1")["app-0"]; again.EvaluatedAt == v.EvaluatedAt || !again.Failed {
+		t.Errorf("a failed evaluation was reused: %+v, before %+v", again, v)
+	}
+}
+
+// TestFlowTagsReJudge: policies see flow tags, so tagging a flow re-judges its running artifacts at once.
+func TestFlowTagsReJudge(t *testing.T) {
+	f := newEnvFixture(t, 1)
+	f.policy(t, "risky", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  attestations:\n"+
+		"    - name: snyk\n      type: snyk\n      if: ${{ flow.tags.risk == \"high\" }}\n")
+	f.attach(t, "env-1", false, "risky")
+	f.report(t, 1, 0)
+	if got := f.state(t, "env-1"); got != "true/true" {
+		t.Fatalf("before tagging: %s, want true/true (the rule does not apply)", got)
+	}
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.FlowTags = contract.KindFlowTagged, &contract.FlowTags{FlowID: "flow-1", SetTags: map[string]string{"risk": "high"}}
+	})
+	if got := f.state(t, "env-1"); got != "false/false" {
+		t.Fatalf("after tagging the flow high risk: %s, want false/false (snyk missing)", got)
+	}
+}
+
+// TestSnapshotRoundTripsDoNotGrowWithPolicies: with three policies attached, a 1,000-artifact snapshot costs the
+// same number of store round trips as a 10-artifact one.
+func TestSnapshotRoundTripsDoNotGrowWithPolicies(t *testing.T) {
+	trips := func(n int) int64 {
+		f := newPolicyFixture(t, n)
+		f.report(t, n, 0)
+		before := f.st.Statements()
+		f.report(t, n, 1)
+		return f.st.Statements() - before
+	}
+	small, large := trips(10), trips(1000)
+	if small != large {
+		t.Fatalf("a 10-artifact snapshot took %d round trips, a 1,000-artifact one %d", small, large)
+	}
+	t.Logf("round trips per snapshot with 3 policies: %d", large)
+}
+
+// newPolicyFixture is an environment with the three benchmark policies attached and n artifacts, each reported in
+// one of 20 trails (of two flows with tags) with tests, a scan, a pull request and a decision.
+func newPolicyFixture(tb testing.TB, n int) *envFixture {
+	tb.Helper()
+	f := newEnvFixture(tb, 0)
+	f.handle(tb, func(e *contract.Envelope) {
+		tmpl, _ := template.Parse(nil)
+		e.Kind, e.Flow = contract.KindFlowUpserted, &contract.FlowUpsert{ID: "flow-2", Name: "api", Template: tmpl.Content, TemplateID: tmpl.ID}
+	})
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.FlowTags = contract.KindFlowTagged, &contract.FlowTags{FlowID: "flow-2", SetTags: map[string]string{"risk-level": "high", "tier": "3"}}
+	})
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.Control = contract.KindControlChanged, &contract.ControlChange{Identifier: "change-approval", Op: contract.ControlCreate}
+	})
+	att := func(flow, trail, fp, name, typ string) {
+		f.handle(tb, func(e *contract.Envelope) {
+			e.Kind, e.Attestation = contract.KindAttestationReported, &contract.AttestationInput{ID: e.ID, FlowID: flow,
+				TrailName: trail, Name: name, Type: typ, IsCompliant: true, ArtifactFingerprint: fp,
+				Data: json.RawMessage(`{"control":"change-approval"}`)}
+		})
+	}
+	for i := range n + 1 { // one spare build for the benchmark that changes an artifact
+		flow, trail := []string{"flow-1", "flow-2"}[i%2], fmt.Sprint("t", i%20)
+		f.handle(tb, func(e *contract.Envelope) {
+			e.Kind, e.Artifact = contract.KindArtifactReported, &contract.ArtifactReport{ID: fmt.Sprint("pa-", i), FlowID: flow,
+				TrailName: trail, Fingerprint: fp(i), Report: json.RawMessage(`{"filename": "x"}`)}
+		})
+		if i < 20 {
+			att(flow, trail, "", "pr", "pull_request")
+		}
+		att(flow, trail, fp(i), "unit-tests", "junit")
+		att(flow, trail, fp(i), "snyk", "snyk")
+		att(flow, trail, fp(i), "release", "decision")
+	}
+	dirty, err := f.st.DirtyTrails(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, id := range dirty {
+		if err := f.ev.EvaluateTrail(context.Background(), id); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i, src := range benchPolicyFiles {
+		f.policy(tb, fmt.Sprint("policy-", i), src)
+	}
+	f.attach(tb, "env-1", false, "policy-0", "policy-1", "policy-2")
+	return f
+}
+
+// BenchmarkApplySnapshot1000Policies: a 1,000-artifact snapshot applied end to end in the evaluator against 3
+// policies, in a new environment each time (nothing to reuse: the environment is part of every input). Cold: a
+// new evaluator each time too, so every policy is compiled and prepared; Warm: the queries stay prepared.
+// NoPolicies is the same apply without policies, in the same run.
+func BenchmarkApplySnapshot1000Policies(b *testing.B) {
+	for _, mode := range []string{"NoPolicies", "Cold", "Warm"} {
+		withPolicies := mode != "NoPolicies"
+		b.Run(mode, func(b *testing.B) {
+			f := newPolicyFixture(b, 1000)
+			insts := make([]contract.RunningInstance, 1000)
+			for j := range insts {
+				insts[j] = contract.RunningInstance{Name: fmt.Sprint("app-", j), Fingerprint: fp(j), CreationTimestamp: 1}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				envID := fmt.Sprint("env-b", i)
+				f.handle(b, func(e *contract.Envelope) {
+					e.Kind, e.Environment = contract.KindEnvironmentUpserted, &contract.EnvironmentUpsert{ID: envID, Name: envID, Type: "K8S"}
+				})
+				if withPolicies {
+					f.attach(b, envID, false, "policy-0", "policy-1", "policy-2")
+				}
+				if mode == "Cold" {
+					ev, err := New(Config{}, Deps{Store: f.st, Engine: template.NewEngine(template.EngineOptions{})})
+					if err != nil {
+						b.Fatal(err)
+					}
+					f.ev = ev
+				}
+				b.StartTimer()
+				f.handle(b, func(e *contract.Envelope) {
+					e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: envID, Type: "K8S", Instances: insts}
+				})
+			}
+			b.StopTimer()
+			if withPolicies {
+				if v := f.verdicts(b, fmt.Sprint("env-b", b.N-1)); len(v) != 1000 {
+					b.Fatalf("%d verdicts, want 1000", len(v))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkApplySnapshot1000PoliciesOneChanged: the same environment reports 1,000 artifacts again with one of them
+// a different build: only that one is evaluated, against the 3 policies. NoPolicies is the same without policies.
+func BenchmarkApplySnapshot1000PoliciesOneChanged(b *testing.B) {
+	for _, withPolicies := range []bool{false, true} {
+		b.Run(map[bool]string{false: "NoPolicies", true: "Policies"}[withPolicies], func(b *testing.B) {
+			f := newPolicyFixture(b, 1000)
+			if !withPolicies {
+				f.attach(b, "env-1", true, "policy-0", "policy-1", "policy-2")
+			}
+			f.report(b, 1000, 0)
+			b.ResetTimer()
+			for i := range b.N {
+				insts := make([]contract.RunningInstance, 1000)
+				for j := range insts {
+					insts[j] = contract.RunningInstance{Name: fmt.Sprint("app-", j), Fingerprint: fp(j), CreationTimestamp: 1}
+				}
+				if i%2 == 0 { // alternate artifact 0 between two builds, starting with the new one
+					insts[0].Fingerprint = fp(1000)
+				}
+				f.handle(b, func(e *contract.Envelope) {
+					e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
+				})
+			}
+			b.StopTimer()
+			if v := f.verdicts(b, "env-1"); withPolicies != (len(v) == 1000) {
+				b.Fatalf("%d verdicts with policies %v", len(v), withPolicies)
+			}
+		})
+	}
+}
+
+// TestEnvironmentRenameReJudges: policies see the environment's name and tags, so renaming it judges its artifacts
+// again, with the new name in their input.
+func TestEnvironmentRenameReJudges(t *testing.T) {
+	f := newEnvFixture(t, 1)
+	f.policy(t, "prov", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  provenance:\n    required: true\n")
+	f.attach(t, "env-1", false, "prov")
+	f.report(t, 1, 0)
+	before := f.verdicts(t, "env-1")["app-0"]
+	name := "production"
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.EnvChange = contract.KindEnvironmentChanged, &contract.EnvironmentChange{EnvID: "env-1", NewName: &name}
+	})
+	after := f.verdicts(t, "env-1")["app-0"]
+	if after.InputHash == before.InputHash || after.EvaluatedAt == before.EvaluatedAt || !after.Compliant {
+		t.Errorf("after renaming the environment: %+v, before %+v", after, before)
+	}
+}
