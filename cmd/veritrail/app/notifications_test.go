@@ -600,3 +600,42 @@ func TestTamperedPluginIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyDecisionsFireComplianceTriggers: with a policy attached, the compliance the policy
+// decides from snapshots fires ON_NON_COMPLIANT_ENV and ON_COMPLIANT_ENV, once per change.
+func TestPolicyDecisionsFireComplianceTriggers(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		notifyFixture(t, k) // fpWeb is reported in flow app; fpAPI in no flow
+		hook := newReceiver(t)
+		createRule(t, k, map[string]any{"name": "compliance", "environments": []string{"prod"},
+			"triggers": []string{"ON_NON_COMPLIANT_ENV", "ON_COMPLIANT_ENV"}, "targets": []map[string]any{{"type": "WEBHOOK", "webhook": hook.url}}})
+		k.multipart(http.MethodPut, "/policies/"+testOrg, "payload", map[string]any{"name": "provenance", "type": "env"},
+			file{"policy_file", "policy.yml", []byte("_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  provenance:\n    required: true\n")}).
+			want(t, http.StatusCreated)
+		k.send(http.MethodPost, "/environments/"+testOrg+"/prod/policies", map[string]any{"policy_names": []string{"provenance"}}).
+			want(t, http.StatusOK)
+
+		web := k8sItem("web-1", map[string]string{"web": fpWeb}, 100)
+		unknown := k8sItem("api-1", map[string]string{"api": fpAPI}, 110)
+		reportProd(t, k, web, unknown) // an artifact of no flow: not compliant
+		reportProd(t, k, web, unknown, k8sItem("web-2", map[string]string{"web": fpWeb}, 120)) // still not
+		reportProd(t, k, web)                                                                  // compliant
+		var fired []string
+		for range 2 {
+			p := payloadOf(t, next(t, hook.got, "compliance trigger"))
+			fired = append(fired, string(p.Event.Trigger))
+		}
+		if want := "ON_NON_COMPLIANT_ENV ON_COMPLIANT_ENV"; strings.Join(fired, " ") != want {
+			t.Fatalf("fired %v, want %s", fired, want)
+		}
+		if v := k.get("/environments/"+testOrg+"/prod").want(t, http.StatusOK).JSON(t); v["state"] != true {
+			t.Fatalf("environment state %v, want true", v["state"])
+		}
+		select {
+		case r := <-hook.got:
+			t.Fatalf("a further trigger: %s", r.body)
+		case <-time.After(300 * time.Millisecond):
+		}
+	})
+}
