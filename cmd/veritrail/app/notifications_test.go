@@ -618,7 +618,7 @@ func TestPolicyDecisionsFireComplianceTriggers(t *testing.T) {
 
 		web := k8sItem("web-1", map[string]string{"web": fpWeb}, 100)
 		unknown := k8sItem("api-1", map[string]string{"api": fpAPI}, 110)
-		reportProd(t, k, web, unknown) // an artifact of no flow: not compliant
+		reportProd(t, k, web, unknown)                                                         // an artifact of no flow: not compliant
 		reportProd(t, k, web, unknown, k8sItem("web-2", map[string]string{"web": fpWeb}, 120)) // still not
 		reportProd(t, k, web)                                                                  // compliant
 		var fired []string
