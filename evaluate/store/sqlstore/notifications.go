@@ -219,8 +219,10 @@ func (t *txn) markTriggersSent(ctx context.Context, triggers []store.Trigger) er
 }
 
 // relayLockKey is the PostgreSQL advisory lock that makes one evaluate process at a time relay
-// the outbox, so that the bus receives triggers in outbox order.
-const relayLockKey = 7465727470
+// the outbox, so that the bus receives triggers in outbox order. It is taken with the schema's
+// hash as its first key: advisory locks are per database,
+// and deployments (or tests) in other schemas of it must not wait for each other's relay.
+const relayLockKey int32 = 74657274
 
 // RelayTriggers implements store.TriggerOutbox. On PostgreSQL the pending rows are read,
 // published and marked in one transaction holding an advisory lock, which keeps other processes'
@@ -254,7 +256,7 @@ func (s *Store) relayLocked(ctx context.Context, limit int, publish func(context
 	err := s.Update(ctx, func(stx store.Tx) error {
 		tx := stx.(*txn)
 		var locked bool
-		if err := tx.row(ctx, `SELECT pg_try_advisory_xact_lock(?)`, int64(relayLockKey)).Scan(&locked); err != nil {
+		if err := tx.row(ctx, `SELECT pg_try_advisory_xact_lock(hashtext(current_schema()), ?)`, relayLockKey).Scan(&locked); err != nil {
 			return fmt.Errorf("sqlstore: relay lock: %w", err)
 		}
 		if !locked {
