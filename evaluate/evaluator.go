@@ -364,13 +364,11 @@ func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
 // meanwhile raises the generation, so the trail stays dirty and is evaluated again.
 func (e *Evaluator) evaluate(ctx context.Context, trailID string) (trailResult, error) {
 	r := e.d.Store
-	gen, err := r.DirtyGeneration(ctx, trailID)
-	if err != nil {
-		return trailResult{}, err
-	}
-	templateID, err := r.TrailTemplateID(ctx, trailID)
+	gen, templateID, err := r.TrailToEvaluate(ctx, trailID)
 	if errors.Is(err, store.ErrNotFound) {
-		return trailResult{trailID: trailID, gen: gen}, nil
+		// The trail is gone: clear its dirt at the generation it has.
+		g, gerr := r.DirtyGeneration(ctx, trailID)
+		return trailResult{trailID: trailID, gen: g}, gerr
 	}
 	if err != nil {
 		return trailResult{}, err

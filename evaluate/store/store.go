@@ -245,8 +245,10 @@ type Reader interface {
 	TrailByID(ctx context.Context, id string) (Trail, error)
 	// TrailID is the ID of a flow's trail, without reading the trail whole.
 	TrailID(ctx context.Context, flowID, name string) (string, error)
-	// TrailTemplateID is the template a trail is evaluated against, without reading the trail whole.
-	TrailTemplateID(ctx context.Context, id string) (string, error)
+	// TrailToEvaluate reads what evaluating a trail starts from, in one query: its dirt
+	// generation (0 when it is clean) and its template, without reading the trail whole.
+	// ErrNotFound when there is no such trail.
+	TrailToEvaluate(ctx context.Context, id string) (generation int64, templateID string, err error)
 	ListTrails(ctx context.Context, orgID string, f TrailFilter) ([]Trail, int, error)
 	TrailEvents(ctx context.Context, trailID string) ([]TrailEvent, error)
 

@@ -261,12 +261,15 @@ func (r reads) TrailID(ctx context.Context, flowID, name string) (string, error)
 	return id, nil
 }
 
-func (r reads) TrailTemplateID(ctx context.Context, id string) (string, error) {
+func (r reads) TrailToEvaluate(ctx context.Context, id string) (int64, string, error) {
+	var gen sql.NullInt64
 	var tid string
-	if err := r.row(ctx, `SELECT template_id FROM trails WHERE id = ?`, id).Scan(&tid); err != nil {
-		return "", notFound(err, "trail "+id)
+	err := r.row(ctx, `SELECT d.generation, t.template_id FROM trails t LEFT JOIN dirty_trails d ON d.trail_id = t.id
+		WHERE t.id = ?`, id).Scan(&gen, &tid)
+	if err != nil {
+		return 0, "", notFound(err, "trail "+id)
 	}
-	return tid, nil
+	return gen.Int64, tid, nil
 }
 
 func (r reads) TrailByName(ctx context.Context, flowID, name string) (store.Trail, error) {

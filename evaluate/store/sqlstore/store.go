@@ -150,8 +150,8 @@ func (s *Store) TrailRef(ctx context.Context, orgID, flowName, trailName string)
 func (s *Store) TrailID(ctx context.Context, flowID, name string) (string, error) {
 	return s.reader().TrailID(ctx, flowID, name)
 }
-func (s *Store) TrailTemplateID(ctx context.Context, id string) (string, error) {
-	return s.reader().TrailTemplateID(ctx, id)
+func (s *Store) TrailToEvaluate(ctx context.Context, id string) (int64, string, error) {
+	return s.reader().TrailToEvaluate(ctx, id)
 }
 func (s *Store) TrailByName(ctx context.Context, flowID, name string) (store.Trail, error) {
 	return s.reader().TrailByName(ctx, flowID, name)

@@ -91,11 +91,18 @@ func testUpsertTrail(t *testing.T, e *env) {
 	}
 	_, err = e.s.TrailID(e.ctx, f.ID, "nope")
 	wantErr(t, "TrailID unknown", err, store.ErrNotFound)
-	if tid, err := e.s.TrailTemplateID(e.ctx, "tr-1"); err != nil || tid != "tpl-other" {
-		t.Errorf("TrailTemplateID = %q, %v; want tpl-other", tid, err)
+	if gen, tid, err := e.s.TrailToEvaluate(e.ctx, "tr-1"); err != nil || tid != "tpl-other" || gen != 0 {
+		t.Errorf("TrailToEvaluate (clean) = %d, %q, %v; want 0, tpl-other", gen, tid, err)
 	}
-	_, err = e.s.TrailTemplateID(e.ctx, "nope")
-	wantErr(t, "TrailTemplateID unknown", err, store.ErrNotFound)
+	e.update(t, func(tx store.Tx) error { return tx.MarkDirty(e.ctx, "tr-1") })
+	dirtyGen, err := e.s.DirtyGeneration(e.ctx, "tr-1")
+	must(t, "DirtyGeneration", err)
+	if gen, tid, err := e.s.TrailToEvaluate(e.ctx, "tr-1"); err != nil || tid != "tpl-other" || gen != dirtyGen || gen == 0 {
+		t.Errorf("TrailToEvaluate (dirty) = %d, %q, %v; want %d, tpl-other", gen, tid, err, dirtyGen)
+	}
+	e.update(t, func(tx store.Tx) error { return tx.ClearDirty(e.ctx, "tr-1", dirtyGen) })
+	_, _, err = e.s.TrailToEvaluate(e.ctx, "nope")
+	wantErr(t, "TrailToEvaluate unknown", err, store.ErrNotFound)
 
 	e.update(t, func(tx store.Tx) error { return tx.TouchTrail(e.ctx, "tr-1", t0+20) })
 	if got, err := e.s.TrailByID(e.ctx, "tr-1"); err != nil || got.LastModifiedAt != t0+20 || got.CreatedAt != t0 {
