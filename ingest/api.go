@@ -23,6 +23,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/veritrail/veritrail/evaluate/policyeval"
 	"github.com/veritrail/veritrail/evaluate/store"
@@ -98,6 +99,8 @@ type API struct {
 	engine   *envpolicy.Engine
 	// compliance caches an artifact's compliance in a trail evaluation, for assert.
 	compliance *lru.Cache[complianceKey, AssertCompliance]
+	// trailRefs caches resolved (organization, flow, trail) names briefly (see trailRefTTL).
+	trailRefs *expirable.LRU[trailRefKey, store.TrailRef]
 	// principals caches resolved keys briefly (see principalTTL).
 	principals sync.Map
 	identities store.IdentityStore
@@ -120,6 +123,7 @@ func New(cfg Config, d Deps) *API {
 		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
 		notifications: d.Notifications}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
 	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
 	if a.engine == nil {
@@ -307,9 +311,25 @@ func (a *API) trailByName(ctx context.Context, p *Principal, flow store.Flow, na
 	return t, nil
 }
 
+// trailRefTTL is how long a resolved trail name is used without asking the store again: every
+// attestation names its flow and trail, and resolving them was a tenth of ingest's CPU. A flow
+// renamed or archived meanwhile still takes evidence under its old name for that long (the
+// evaluator stores it in the trail, which archiving keeps), as a revoked key still works for
+// principalTTL.
+const (
+	trailRefTTL       = 2 * time.Second
+	trailRefCacheSize = 16384
+)
+
+type trailRefKey struct{ org, flow, trail string }
+
 // trailRef resolves a flow and one of its trails by name for a write, which needs only their IDs:
-// one lookup that reads neither record whole.
+// one lookup that reads neither record whole, cached for trailRefTTL.
 func (a *API) trailRef(ctx context.Context, p *Principal, flowName, trailName string) (store.TrailRef, error) {
+	key := trailRefKey{p.Org.ID, flowName, trailName}
+	if ref, ok := a.trailRefs.Get(key); ok {
+		return ref, nil
+	}
 	ref, err := lookup(ctx, a, p, func() (store.TrailRef, error) {
 		ref, err := a.store.TrailRef(ctx, p.Org.ID, flowName, trailName)
 		if err == nil && ref.TrailID == "" {
@@ -325,6 +345,7 @@ func (a *API) trailRef(ctx context.Context, p *Principal, flowName, trailName st
 	case err != nil:
 		return ref, a.internal(ctx, "look up trail", err)
 	}
+	a.trailRefs.Add(key, ref)
 	return ref, nil
 }
 
