@@ -121,24 +121,47 @@ func TestShedsWritesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	mw.Close()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "PUT /api/v2/trails/%s/app HTTP/1.1\r\nHost: veritrail\r\nAuthorization: Bearer %s\r\n"+
-		"Content-Type: %s\r\nContent-Length: %d\r\n\r\n", testOrg, testToken, mw.FormDataContentType(), body.Len())
 	half := body.Len() / 2
-	conn.Write(body.Bytes()[:half])
+	var conn net.Conn
+	var replies *bufio.Reader
+	startSlow := func() {
+		var err error
+		if conn, err = net.Dial("tcp", strings.TrimPrefix(base, "http://")); err != nil {
+			t.Fatal(err)
+		}
+		replies = bufio.NewReader(conn)
+		fmt.Fprintf(conn, "PUT /api/v2/trails/%s/app HTTP/1.1\r\nHost: veritrail\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: %s\r\nContent-Length: %d\r\n\r\n", testOrg, testToken, mw.FormDataContentType(), body.Len())
+		conn.Write(body.Bytes()[:half])
+	}
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
 
+	// The slow request must reach the server first. If a quick one took the place before it,
+	// the slow one was refused, and the server only answers it once its body is complete (it
+	// reads a small body out before answering): then it is completed, checked, and sent again.
 	var shed reply
-	deadline := time.Now().Add(20 * time.Second) // a loaded machine may take long to hand the slow request over
-	for i := 0; ; i++ {
-		shed = k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": fmt.Sprintf("quick-%d", i)})
-		if shed.Status == http.StatusServiceUnavailable || time.Now().After(deadline) {
+	for attempt := 1; ; attempt++ {
+		startSlow()
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond) // time for it to reach the handler
+		shed = k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": fmt.Sprintf("quick-%d", attempt)})
+		if shed.Status == http.StatusServiceUnavailable {
 			break
 		}
-		time.Sleep(5 * time.Millisecond) // the slow request has not reached the server yet
+		conn.Write(body.Bytes()[half:])
+		resp, err := http.ReadResponse(replies, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		conn.Close()
+		conn = nil
+		if resp.StatusCode != http.StatusServiceUnavailable || attempt == 20 {
+			t.Fatalf("attempt %d: the quick write got %d and the slow one %d; want 503 for one of them", attempt, shed.Status, resp.StatusCode)
+		}
 	}
 	wantError(t, shed, http.StatusServiceUnavailable, "Too many writes in progress", "")
 	if shed.Header.Get("Retry-After") != "1" {
@@ -146,7 +169,7 @@ func TestShedsWritesInFlight(t *testing.T) {
 	}
 
 	conn.Write(body.Bytes()[half:])
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	resp, err := http.ReadResponse(replies, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
