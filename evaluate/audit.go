@@ -12,11 +12,20 @@ import (
 // evidence and its audit record exist together or not at all. A message without a request
 // (written before audit records existed) records nothing.
 func recordAudit(ctx context.Context, w store.AuditWriter, env *contract.Envelope, outcome string) error {
-	if env.Request == nil {
+	r, ok := auditRecord(env, outcome)
+	if !ok {
 		return nil
 	}
-	return w.InsertAudit(ctx, store.AuditRecord{
+	return w.InsertAudit(ctx, r)
+}
+
+// auditRecord is the audit record env carries, if it carries one.
+func auditRecord(env *contract.Envelope, outcome string) (store.AuditRecord, bool) {
+	if env.Request == nil {
+		return store.AuditRecord{}, false
+	}
+	return store.AuditRecord{
 		ID: env.ID, OrgID: env.OrgID, KeyID: env.Actor.KeyID, Actor: env.Actor.Name,
 		Operation: env.Request.Operation, Target: env.Request.Target, Outcome: outcome, At: env.At,
-	})
+	}, true
 }

@@ -154,9 +154,10 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	}
 	trails := make([]string, 0, len(msgs))
 	var marks []store.AppliedMark
+	var audits []store.AuditRecord
 	others := false // a message that touches no trail: its waiters can look at once
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
-		trails, marks, others = trails[:0], marks[:0], false
+		trails, marks, audits, others = trails[:0], marks[:0], audits[:0], false
 		done, err := tx.AppliedAmong(ctx, ids)
 		if err != nil {
 			return err
@@ -179,10 +180,13 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 				}
 				trails = append(trails, trailID)
 			}
-			if err := recordAudit(ctx, tx, env, store.AuditApplied); err != nil {
-				return err
+			if r, ok := auditRecord(env, store.AuditApplied); ok {
+				audits = append(audits, r)
 			}
 			marks = append(marks, store.AppliedMark{ID: env.ID, TrailID: trailID, At: e.now()})
+		}
+		if err := tx.InsertAudits(ctx, audits); err != nil {
+			return err
 		}
 		return tx.MarkAppliedAll(ctx, marks)
 	})

@@ -68,6 +68,8 @@ type IdentityReader interface {
 // AuditWriter appends to the audit log. Inserting an ID that exists keeps the first record.
 type AuditWriter interface {
 	InsertAudit(ctx context.Context, r AuditRecord) error
+	// InsertAudits is InsertAudit for many records, in one round trip per 3,000.
+	InsertAudits(ctx context.Context, rs []AuditRecord) error
 }
 
 // IdentityTx is one transaction over service accounts and keys. The API writes these directly,

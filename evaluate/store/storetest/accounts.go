@@ -195,20 +195,16 @@ func testAudit(t *testing.T, e *env) {
 	r1, r2, r3 := rec("m-1", a.ID, "k-1", t0), rec("m-2", a.ID, "k-2", t0+2), rec("m-3", b.ID, "k-3", t0+1)
 	r4 := rec("m-4", a.ID, "k-1", t0+1)
 	r4.Operation, r4.Outcome = "createServiceAccount", store.AuditRejected
-	// The evaluator writes audit records in its transactions; the API in identity transactions.
-	e.update(t, func(tx store.Tx) error {
-		for _, r := range []store.AuditRecord{r1, r2, r3} {
-			if err := tx.InsertAudit(e.ctx, r); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	// The evaluator writes audit records in its transactions, a batch's at once; the API in
+	// identity transactions.
+	e.update(t, func(tx store.Tx) error { return tx.InsertAudits(e.ctx, []store.AuditRecord{r1, r2, r3}) })
+	e.update(t, func(tx store.Tx) error { return tx.InsertAudits(e.ctx, nil) })
 	e.identity(t, func(tx store.IdentityTx) error { return tx.InsertAudit(e.ctx, r4) })
 	// A redelivered message records nothing new.
 	again := r1
 	again.Actor = "someone else"
 	e.update(t, func(tx store.Tx) error { return tx.InsertAudit(e.ctx, again) })
+	e.update(t, func(tx store.Tx) error { return tx.InsertAudits(e.ctx, []store.AuditRecord{again, r2}) })
 	boom := errors.New("boom")
 	err := e.s.Update(e.ctx, func(tx store.Tx) error {
 		if err := tx.InsertAudit(e.ctx, rec("m-5", a.ID, "k-1", t0+3)); err != nil {
