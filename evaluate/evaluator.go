@@ -34,9 +34,14 @@ type Deps struct {
 	// Policies evaluates environment policies; nil makes one with default options.
 	Policies *envpolicy.Engine
 	Log      *slog.Logger
-	// Evaluated is called after each evaluation round commits (and after messages that touch
-	// no trail), so an in-process read-your-writes waiter can look again at once. May be nil.
-	Evaluated func()
+	// Evaluated is called after each commit that applied messages or saved evaluations, so an
+	// in-process read-your-writes waiter can look again at once and an in-process reader that
+	// keeps answers knows which to drop. It names the organizations where anything may have
+	// changed (messages that touch no trail: flows, environments, snapshots, policies, ...) and,
+	// by organization, the artifacts whose trails were evaluated. A message that touches a trail
+	// names nothing when it is applied: what readers see of it changes when the trail is
+	// evaluated, and that evaluation names the trail's artifacts. May be nil.
+	Evaluated func(orgs []string, artifacts map[string][]string)
 	// Triggered is called after a commit that may have written notification triggers to the
 	// outbox (any message that touches no trail), so the relay publishes them at once rather
 	// than at its next poll. May be nil.
@@ -122,7 +127,7 @@ func (e *Evaluator) Handle(msg *message.Message) error {
 	}
 	if trailID == "" {
 		e.triggered()
-		e.notify()
+		e.notify([]string{env.OrgID}, nil)
 		return nil
 	}
 	e.markDirty(trailID)
@@ -155,9 +160,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	trails := make([]string, 0, len(msgs))
 	var marks []store.AppliedMark
 	var audits []store.AuditRecord
-	others := false // a message that touches no trail: its waiters can look at once
+	var orgs []string // of the messages that touch no trail: their waiters can look at once
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
-		trails, marks, audits, others = trails[:0], marks[:0], audits[:0], false
+		trails, marks, audits, orgs = trails[:0], marks[:0], audits[:0], orgs[:0]
 		done, err := tx.AppliedAmong(ctx, ids)
 		if err != nil {
 			return err
@@ -173,7 +178,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 			}
 			switch {
 			case trailID == "":
-				others = true
+				if !slices.Contains(orgs, env.OrgID) {
+					orgs = append(orgs, env.OrgID)
+				}
 			case !slices.Contains(trails, trailID):
 				if err := tx.MarkDirty(ctx, trailID); err != nil {
 					return err
@@ -199,11 +206,11 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	for _, id := range trails {
 		e.markDirty(id)
 	}
-	if others {
+	if len(orgs) > 0 {
 		e.triggered()
 	}
 	// Messages that touch no trail are visible now; those that do, once evaluated.
-	e.notify()
+	e.notify(orgs, nil)
 	return len(msgs), nil
 }
 
@@ -229,7 +236,7 @@ func (e *Evaluator) markApplied(ctx context.Context, env *contract.Envelope) err
 		}
 		return tx.MarkApplied(ctx, env.ID, "", e.now())
 	})
-	e.notify()
+	e.notify(nil, nil) // nothing changed but the mark
 	return err
 }
 
@@ -237,9 +244,9 @@ func (e *Evaluator) now() float64 {
 	return float64(e.d.Now().UnixMicro()) / 1e6
 }
 
-func (e *Evaluator) notify() {
+func (e *Evaluator) notify(orgs []string, artifacts map[string][]string) {
 	if e.d.Evaluated != nil {
-		e.d.Evaluated()
+		e.d.Evaluated(orgs, artifacts)
 	}
 }
 
@@ -326,7 +333,7 @@ func (e *Evaluator) evaluateAll(ctx context.Context, ids []string) {
 		}
 		return
 	}
-	e.notify()
+	e.notify(nil, fingerprintsByOrg(results))
 }
 
 func (e *Evaluator) retryLater(ctx context.Context, id string) {

@@ -78,6 +78,10 @@ type Deps struct {
 	Notifications NotificationLog
 	// Policies evaluates environment policies for assert and what-if; nil makes one with default options.
 	Policies *envpolicy.Engine
+	// Changes, when set, is advanced by an evaluator in this process after each commit (through
+	// API.Evaluated); asserts are then answered from memory while what they depend on stands
+	// still. Nil when the evaluator runs elsewhere: every assert reads the store.
+	Changes *Changes
 }
 
 // API is the HTTP API.
@@ -99,6 +103,8 @@ type API struct {
 	engine   *envpolicy.Engine
 	// compliance caches an artifact's compliance in a trail evaluation, for assert.
 	compliance *lru.Cache[complianceKey, AssertCompliance]
+	// answers keeps encoded assert answers while the evaluator's state stands still.
+	answers *answerCache
 	// trailRefs caches resolved (organization, flow, trail) names briefly (see trailRefTTL).
 	trailRefs *expirable.LRU[trailRefKey, store.TrailRef]
 	// principals caches resolved keys briefly (see principalTTL).
@@ -126,6 +132,7 @@ func New(cfg Config, d Deps) *API {
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
 	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
+	a.answers = newAnswerCache(d.Changes)
 	if a.engine == nil {
 		a.engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
@@ -186,6 +193,16 @@ func (a *API) OpenAPI() *huma.OpenAPI { return a.huma.OpenAPI() }
 // Tracker is the read-your-writes tracker; the embedded mode wires the evaluator's
 // notifications into it.
 func (a *API) Tracker() *Tracker { return a.tracker }
+
+// Evaluated is what an evaluator in this process calls after each commit, with what the commit
+// changed (see Changes.Advance): it advances Deps.Changes before it wakes the read-your-writes
+// waiters, so that a reader woken by a commit never gets an answer computed before it.
+func (a *API) Evaluated(orgs []string, artifacts map[string][]string) {
+	if a.answers.changes != nil {
+		a.answers.changes.Advance(orgs, artifacts)
+	}
+	a.tracker.Notify()
+}
 
 // recoverPanics turns a handler panic into a logged 500 with the error body, instead of a
 // dropped connection the client would retry blindly.

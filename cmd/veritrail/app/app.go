@@ -141,10 +141,11 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, true, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st})
+	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
+		Changes: ingest.NewChanges()})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
-		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Tracker().Notify,
+		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
 		Triggered: runRelay(ctx, r, cfg, st, pub, log),
 	})
 	if err != nil {

@@ -7,10 +7,14 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"sync/atomic"
 	"text/tabwriter"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest"
 )
 
@@ -58,6 +62,12 @@ type AssertResult struct {
 	// Flow is assert in flow scope (trail compliance), Policy in policy scope (judged on the fly).
 	Flow   Phase `json:"assert_flow"`
 	Policy Phase `json:"assert_policy"`
+	// Changing is environment scope again while a writer reports ChurnPerSecond attestations on the running
+	// artifacts: every commit of the evaluator retires the answers kept in memory, so this is the rate with
+	// most answers computed afresh. Changes is how many of those attestations were accepted during the phase.
+	Changing       Phase   `json:"assert_environment_changing"`
+	ChurnPerSecond float64 `json:"churn_per_second"`
+	Changes        int64   `json:"changes"`
 	// Ratio is Environment over Bare, against RatioTarget; P99Met is Environment's p99 against AssertP99TargetMs.
 	Ratio       float64 `json:"environment_over_bare"`
 	RatioTarget float64 `json:"environment_over_bare_target"`
@@ -76,6 +86,10 @@ type AssertSettings struct {
 
 // assertArtifacts is how many artifacts run in the environment the asserts ask about, round-robin.
 const assertArtifacts = 100
+
+// assertChurnInterval is the pace of the writer in the changing phase: 100 attestations a second,
+// each an evaluator commit, as a busy organization's pipelines would send.
+const assertChurnInterval = 10 * time.Millisecond
 
 // RunAssert measures assert against a baseline in the same run: a bare Huma GET, then the embedded product
 // answering asserts about artifacts running in an environment with three policies, in environment, flow and
@@ -163,6 +177,13 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 		fmt.Fprintf(cfg.Progress, "bench: assert in %s: %.0f/s, p50 %.2f ms, p99 %.2f ms\n", ph.name, ph.out.PerSecond,
 			ph.out.P50ms, ph.out.P99ms)
 	}
+	changing, changes, err := assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps)
+	if err != nil {
+		return nil, err
+	}
+	res.Changing, res.Changes, res.ChurnPerSecond = changing, changes, float64(time.Second/assertChurnInterval)
+	fmt.Fprintf(cfg.Progress, "bench: assert in environment scope, evidence changing: %.0f/s, p99 %.2f ms, %d attestations accepted\n",
+		changing.PerSecond, changing.P99ms, changes)
 	res.Ratio = res.Environment.PerSecond / res.Bare.PerSecond
 	res.RatioMet = res.Ratio >= RatioTarget
 	res.P99Met = res.Environment.P99ms < AssertP99TargetMs
@@ -273,6 +294,64 @@ func prepareAsserts(ctx context.Context, pr *product, fps []string) error {
 	return nil
 }
 
+// assertWhileChanging measures environment-scope asserts while a writer reports a passing junit attestation on
+// one running artifact after another, every assertChurnInterval. The writer is another pipeline with a key of its
+// own: reads wait for their own key's writes (read your writes), not for someone else's.
+func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(int) string, fps []string) (Phase, int64, error) {
+	t := &target{client: pr.client, method: http.MethodGet, url: url, token: pr.secret,
+		contentType: "application/json; charset=utf-8", want: 200}
+	org, err := pr.r.Store.OrgByName(ctx, benchOrg)
+	if err != nil {
+		return Phase{}, 0, fmt.Errorf("bench: the organization: %w", err)
+	}
+	writer := app.NewSecret()
+	if err := app.CreateOrgKey(ctx, pr.r.Store, org, "pipeline", store.RoleMember, writer); err != nil {
+		return Phase{}, 0, fmt.Errorf("bench: the writer's key: %w", err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var changes atomic.Int64
+	var werr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(assertChurnInterval)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+			// The artifact's flow and trail as prepareAsserts reported it.
+			flow, trail := []string{"web", "api"}[i%len(fps)%2], fmt.Sprintf("trail-%d", i%len(fps)%10)
+			body, _ := json.Marshal(map[string]any{"attestation_name": "unit-tests", "artifact_fingerprint": fps[i%len(fps)],
+				"user_data": map[string]any{}, "junit_results": []map[string]any{{"name": "s", "failures": 0, "errors": 0}}})
+			err := call(wctx, pr.client, http.MethodPost, pr.base+"/api/v2/attestations/"+benchOrg+"/"+flow+"/trail/"+trail+"/junit",
+				writer, 201, part{"data_json", "", body})
+			if err != nil {
+				if wctx.Err() == nil {
+					werr = err
+				}
+				return
+			}
+			changes.Add(1)
+		}
+	}()
+	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, nil)
+	changes.Store(0)
+	ph := hammer(ctx, t, cfg.Concurrency, cfg.Duration, nil)
+	n := changes.Load()
+	stop()
+	<-done
+	if werr != nil {
+		return ph, n, fmt.Errorf("bench: the writer of the changing phase: %w", werr)
+	}
+	if ph.OK == 0 {
+		return ph, n, fmt.Errorf("bench: assert while evidence changes answered no request: %s", ph.FirstErr)
+	}
+	return ph, n, ctx.Err()
+}
+
 // WriteTable prints the assert run.
 func (r *AssertResult) WriteTable(w io.Writer) error {
 	m, s := r.Machine, r.Settings
@@ -285,7 +364,8 @@ func (r *AssertResult) WriteTable(w io.Writer) error {
 		name string
 		Phase
 	}{{"bare Huma GET (baseline)", r.Bare}, {"assert, environment scope", r.Environment}, {"assert, flow scope", r.Flow},
-		{"assert, policy scope (on the fly)", r.Policy}} {
+		{"assert, policy scope (on the fly)", r.Policy},
+		{fmt.Sprintf("assert, environment, %.0f changes/s", r.ChurnPerSecond), r.Changing}} {
 		fmt.Fprintf(w, row, p.name, fmt.Sprintf("%.0f", p.PerSecond), fmt.Sprintf("%.2f", p.P50ms), fmt.Sprintf("%.2f", p.P90ms),
 			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors))
 		if p.FirstErr != "" {

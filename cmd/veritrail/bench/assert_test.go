@@ -21,10 +21,14 @@ func TestRunAssert(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
 	}
-	for name, p := range map[string]Phase{"bare": res.Bare, "environment": res.Environment, "flow": res.Flow, "policy": res.Policy} {
+	for name, p := range map[string]Phase{"bare": res.Bare, "environment": res.Environment, "flow": res.Flow, "policy": res.Policy,
+		"changing": res.Changing} {
 		if p.OK == 0 || p.Errors != 0 {
 			t.Errorf("%s: %+v", name, p)
 		}
+	}
+	if res.Changes == 0 {
+		t.Error("the changing phase accepted no attestation")
 	}
 	var table bytes.Buffer
 	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "environment-scope assert / bare GET") {

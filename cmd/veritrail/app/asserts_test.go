@@ -1,0 +1,98 @@
+package app
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+)
+
+// TestAssertAnswersFollowEvidence checks that an assert answer never outlives the evidence it
+// was computed from: the embedded mode answers repeated asserts from memory until the evaluator
+// commits again. A second client, which has no writes to wait for, must see each change once
+// the evaluator applied it; the writer sees its own at once.
+func TestAssertAnswersFollowEvidence(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		p := policyKit{t, e.k}
+		p.flow("web")
+		web := fingerprint("cafe")
+		p.artifact("web", "t1", web, "web:1")
+		p.env("prod")
+		p.report("prod", map[string]string{"web:1": web})
+		p.policy("tests", policySchema+"artifacts:\n  attestations:\n    - name: unit-tests\n      type: junit\n", http.StatusCreated)
+		p.attach("prod", "tests").want(t, http.StatusOK)
+
+		// The writer's read waits for its writes, so the reader starts from the same state.
+		if res := p.assert(web, url.Values{"environment_name": {"prod"}}); res["compliant"] != false {
+			t.Fatalf("the writer before the tests: %v", res)
+		}
+		reader := readerClient(t, e)
+		path := "/asserts/" + testOrg + "/fingerprint/" + web + "?" + url.Values{"environment_name": {"prod"}}.Encode()
+		first := reader.get(path).want(t, http.StatusOK)
+		if res := first.JSON(t); res["compliant"] != false {
+			t.Fatalf("before the tests: %v", res)
+		}
+		if again := reader.get(path).want(t, http.StatusOK); !bytes.Equal(again.Body, first.Body) ||
+			again.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("the same question answered differently with nothing changed:\n%s\n%s (%s)", first.Body, again.Body,
+				again.Header.Get("Content-Type"))
+		}
+
+		// eventually polls the reader's answer until it is what want expects.
+		eventually := func(what string, want func(map[string]any) bool) {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				res := reader.get(path).want(t, http.StatusOK).JSON(t)
+				if want(res) {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: the reader still gets %v", what, res)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+
+		p.attest("web", "t1", "junit", "unit-tests", web, map[string]any{"junit_results": []map[string]any{{"name": "s", "failures": 0, "errors": 0}}})
+		if res := p.assert(web, url.Values{"environment_name": {"prod"}}); res["compliant"] != true {
+			t.Fatalf("the writer after its tests passed: %v", res)
+		}
+		eventually("after the tests passed", func(res map[string]any) bool { return res["compliant"] == true })
+
+		// The same artifact reported in a second trail: the flow-scope answer lists both.
+		flowPath := "/asserts/" + testOrg + "/fingerprint/" + web
+		if res := reader.get(flowPath).want(t, http.StatusOK).JSON(t); len(res["flows"].([]any)) != 1 {
+			t.Fatalf("flow scope with one trail: %v", res)
+		}
+		p.artifact("web", "t2", web, "web:1")
+		deadline := time.Now().Add(10 * time.Second)
+		for res := reader.get(flowPath).want(t, http.StatusOK).JSON(t); len(res["flows"].([]any)) != 2; res = reader.get(flowPath).want(t, http.StatusOK).JSON(t) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after a second trail reported the artifact, the reader still gets %v", res)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		p.policy("tests", policySchema+"artifacts:\n  attestations:\n    - name: unit-tests\n      type: junit\n    - name: scan\n      type: snyk\n",
+			http.StatusOK)
+		eventually("after a stricter policy version", func(res map[string]any) bool {
+			evs, _ := res["policy_evaluations"].([]any)
+			return res["compliant"] == false && len(evs) == 1 && evs[0].(map[string]any)["policy_version"] == float64(2)
+		})
+
+		p.report("prod", map[string]string{})
+		eventually("after the artifact stopped running", func(res map[string]any) bool {
+			evs, _ := res["policy_evaluations"].([]any)
+			return res["compliant"] == false && len(evs) == 1 // judged now against the attached policy
+		})
+		k := e.k
+		k.send(http.MethodDelete, "/environments/"+testOrg+"/prod/policies", map[string]any{"policy_names": []string{"tests"}}).
+			want(t, http.StatusOK)
+		eventually("after the policy was detached", func(res map[string]any) bool {
+			_, judged := res["policy_evaluations"]
+			return res["compliant"] == true && !judged // judged by its trail again
+		})
+	})
+}

@@ -1,0 +1,130 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"hash/maphash"
+	"strings"
+	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Changes counts the commits of an evaluator running in this process, by what they changed.
+// Every answer an assert gives depends only on what the evaluator stored about the
+// organization, and mostly only on the one artifact's evidence, so an answer computed at one
+// pair of counts is still right while both stand still: that is what lets assert answer from
+// memory while evidence for other artifacts keeps arriving.
+//
+// Counts live in fixed tables of slots chosen by hash: two organizations or two artifacts that
+// share a slot only retire each other's answers early, and memory does not grow with the number
+// of artifacts ever seen.
+type Changes struct {
+	seed      maphash.Seed
+	orgs      [orgSlots]atomic.Uint64
+	artifacts [artifactSlots]atomic.Uint64
+}
+
+const (
+	orgSlots      = 1 << 10
+	artifactSlots = 1 << 16
+)
+
+// NewChanges makes the counts of an evaluator in this process.
+func NewChanges() *Changes { return &Changes{seed: maphash.MakeSeed()} }
+
+// Advance records a commit that changed anything about the organizations orgs, and the
+// evidence of the artifacts (organization ID -> fingerprints). The evaluator calls it after the
+// commit, so an answer computed while the commit was under way carries a count from before it
+// and is not used again.
+func (c *Changes) Advance(orgs []string, artifacts map[string][]string) {
+	for _, org := range orgs {
+		c.orgs[c.slot(org, orgSlots)].Add(1)
+	}
+	for org, fps := range artifacts {
+		for _, fp := range fps {
+			c.artifacts[c.slot(org+"/"+fp, artifactSlots)].Add(1)
+		}
+	}
+}
+
+// stamp is the pair of counts an answer about one artifact depends on.
+type stamp struct{ org, artifact uint64 }
+
+func (c *Changes) stamp(org, fingerprint string) stamp {
+	return stamp{c.orgs[c.slot(org, orgSlots)].Load(), c.artifacts[c.slot(org+"/"+fingerprint, artifactSlots)].Load()}
+}
+
+func (c *Changes) slot(s string, n int) int { return int(maphash.String(c.seed, s) % uint64(n)) }
+
+// answerCacheSize bounds the assert answers kept: about 2.5 KB each with three policies.
+const answerCacheSize = 8192
+
+// answerKey is one assert question: the organization and the request's parameters as given.
+type answerKey struct {
+	org, fingerprint, flow, environment, policies string
+}
+
+func newAnswerKey(org, fingerprint, flow, env string, policies []string) answerKey {
+	return answerKey{org: org, fingerprint: fingerprint, flow: flow, environment: env,
+		policies: strings.Join(policies, "\x00")} // names hold no NUL
+}
+
+// answer is an encoded assert result and the counts it was computed at.
+type answer struct {
+	at   stamp
+	body []byte
+}
+
+// answerCache keeps encoded assert answers while what they depend on stands still. The counts
+// are read before the answer is computed: a commit that lands during the computation advances
+// them past it, so the answer is recomputed next time rather than trusted. Only questions that
+// name a whole fingerprint are kept: a prefix's meaning changes when another artifact matching
+// it is reported, which no count of the one artifact records. Without Changes (the evaluator
+// runs in another process and nothing here hears of its commits) nothing is kept and every
+// assert reads the store.
+type answerCache struct {
+	changes *Changes
+	lru     *lru.Cache[answerKey, answer]
+}
+
+func newAnswerCache(c *Changes) *answerCache {
+	if c == nil {
+		return &answerCache{}
+	}
+	l, _ := lru.New[answerKey, answer](answerCacheSize) // only a size <= 0 fails
+	return &answerCache{changes: c, lru: l}
+}
+
+// get returns the answer to k if it was computed at the current counts, and the counts to
+// store a new answer at.
+func (c *answerCache) get(k answerKey) ([]byte, stamp, bool) {
+	if c.changes == nil || len(k.fingerprint) != 64 {
+		return nil, stamp{}, false
+	}
+	now := c.changes.stamp(k.org, k.fingerprint)
+	if a, ok := c.lru.Get(k); ok && a.at == now {
+		return a.body, now, true
+	}
+	return nil, now, false
+}
+
+// put keeps body as the answer to k computed at counts at.
+func (c *answerCache) put(k answerKey, at stamp, body []byte) {
+	if c.changes == nil || len(k.fingerprint) != 64 {
+		return
+	}
+	c.lru.Add(k, answer{at: at, body: body})
+}
+
+// encodeAnswer encodes v as Huma would have (no HTML escaping, a final newline), so that an
+// answer from memory is byte for byte the answer computed.
+func encodeAnswer(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,86 @@
+package ingest
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestAnswerCache(t *testing.T) {
+	fp := strings.Repeat("ab", 32)
+	other := strings.Repeat("cd", 32)
+	k := newAnswerKey("org", fp, "", "prod", nil)
+	kept := func(c *answerCache, k answerKey) bool {
+		_, _, ok := c.get(k)
+		return ok
+	}
+	fill := func(c *answerCache, k answerKey, body string) {
+		_, at, _ := c.get(k)
+		c.put(k, at, []byte(body))
+	}
+
+	tests := []struct {
+		name    string
+		advance func(*Changes)
+		kept    bool
+	}{
+		{"nothing changed", func(*Changes) {}, true},
+		{"a commit naming nothing (a message on a trail, before its evaluation)", func(c *Changes) { c.Advance(nil, nil) }, true},
+		{"another artifact's trail evaluated", func(c *Changes) { c.Advance(nil, map[string][]string{"org": {other}}) }, true},
+		{"the same fingerprint in another organization", func(c *Changes) { c.Advance(nil, map[string][]string{"else": {fp}}) }, true},
+		{"another organization changed", func(c *Changes) { c.Advance([]string{"else"}, nil) }, true},
+		{"the artifact's trail evaluated", func(c *Changes) { c.Advance(nil, map[string][]string{"org": {other, fp}}) }, false},
+		{"the organization changed", func(c *Changes) { c.Advance([]string{"org"}, nil) }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			changes := NewChanges()
+			c := newAnswerCache(changes)
+			fill(c, k, "v1")
+			tt.advance(changes)
+			if got := kept(c, k); got != tt.kept {
+				// Distinct keys can share a slot by hash; with these few the odds are negligible, but say so.
+				t.Fatalf("answer kept: %v, want %v (or two keys share a slot)", got, tt.kept)
+			}
+		})
+	}
+
+	t.Run("a commit during the computation", func(t *testing.T) {
+		changes := NewChanges()
+		c := newAnswerCache(changes)
+		_, at, _ := c.get(k) // counts read before the answer is computed
+		changes.Advance([]string{"org"}, nil)
+		c.put(k, at, []byte("v2"))
+		if kept(c, k) {
+			t.Fatal("an answer computed across a commit was used")
+		}
+	})
+	t.Run("questions kept apart", func(t *testing.T) {
+		c := newAnswerCache(NewChanges())
+		fill(c, k, "env")
+		if body, _, ok := c.get(k); !ok || !bytes.Equal(body, []byte("env")) {
+			t.Fatalf("kept answer: %q %v", body, ok)
+		}
+		if kept(c, newAnswerKey("org", fp, "", "", []string{"prod"})) {
+			t.Fatal("an environment name answered a policy question")
+		}
+		if newAnswerKey("org", fp, "", "", []string{"a,b"}) == newAnswerKey("org", fp, "", "", []string{"a", "b"}) {
+			t.Fatal("policy lists that differ share a key")
+		}
+	})
+	t.Run("a prefix is never kept", func(t *testing.T) {
+		c := newAnswerCache(NewChanges())
+		short := newAnswerKey("org", fp[:12], "", "prod", nil)
+		fill(c, short, "v")
+		if kept(c, short) {
+			t.Fatal("an answer to a prefix was kept")
+		}
+	})
+	t.Run("without changes nothing is kept", func(t *testing.T) {
+		c := newAnswerCache(nil)
+		fill(c, k, "v")
+		if kept(c, k) {
+			t.Fatal("a cache without changes answered")
+		}
+	})
+}
