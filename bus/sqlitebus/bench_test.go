@@ -44,12 +44,13 @@ func BenchmarkPublish(b *testing.B) {
 }
 
 // BenchmarkPublishConcurrent is BenchmarkPublish from 16 goroutines per
-// core, as ingest publishes under load: concurrent calls share commits.
+// core, as ingest publishes under load (envelopes of about 1.5 KB):
+// concurrent calls share commits.
 func BenchmarkPublishConcurrent(b *testing.B) {
 	for _, sync := range []Synchronous{SynchronousNormal, SynchronousFull} {
 		b.Run("synchronous="+string(sync), func(b *testing.B) {
 			pub := mustPublisher(b, benchBus(b, sync))
-			payload := make([]byte, 512)
+			payload := make([]byte, 1500)
 			b.ReportAllocs()
 			b.SetParallelism(16)
 			b.RunParallel(func(pb *testing.PB) {

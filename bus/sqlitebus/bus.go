@@ -82,7 +82,7 @@ func (b *Bus) Hub() *Hub { return b.hub }
 
 // Publisher returns a new Publisher on the bus's database.
 func (b *Bus) Publisher() (*Publisher, error) {
-	p, err := NewPublisher(b.db, PublisherConfig{Hub: b.hub}, b.logger)
+	p, err := NewPublisher(b.db, PublisherConfig{Hub: b.hub, Linger: b.cfg.PublishLinger}, b.logger)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Hub is the in-process meeting point of the publishers and subscribers of
@@ -73,7 +75,7 @@ func (h *Hub) state(db *sql.DB) (*dbState, error) {
 		}
 		h.files[file] = fs
 	}
-	st = &dbState{db: db, fileState: fs}
+	st = &dbState{db: db, fileState: fs, pubFull: make(chan struct{}, 1), pubGap: time.Hour}
 	h.dbs[db] = st
 	return st, nil
 }
@@ -102,6 +104,14 @@ type dbState struct {
 	pubMu      sync.Mutex
 	pubQueue   []*publishReq
 	pubLeading bool
+	// The leader's linger (see lead): the mean time between Publish calls,
+	// when the last one came, and a wake-up for a lingering leader whose
+	// group is full.
+	pubGap       time.Duration
+	pubLast      time.Time
+	pubLingering bool
+	pubFull      chan struct{}
+	pubCommits   atomic.Int64 // group commits so far, for tests
 }
 
 // watch returns a channel that receives a value after each commit to topic
