@@ -21,7 +21,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
@@ -271,7 +270,7 @@ func op(method, path, id string, need Privilege, summary string, tags ...string)
 
 // publish makes env durable on the bus and remembers it for the caller's next read.
 func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope) error {
-	env.ID = uuid.NewString()
+	env.ID = newID()
 	env.OrgID = p.Org.ID
 	env.Actor = contract.Actor{KeyID: p.KeyID, Name: p.Name}
 	env.At = now()
