@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -349,7 +351,7 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 		}
 		in.Evidence = &contract.BlobRef{SHA256: sha, Size: int64(len(file.data)), Filename: file.name}
 	}
-	if in.Data, err = json.Marshal(att.data); err != nil {
+	if in.Data, err = encodeData(att.data); err != nil {
 		return nil, a.internal(ctx, "encode attestation", err)
 	}
 	if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindAttestationReported, Attestation: in}); err != nil {
@@ -387,14 +389,21 @@ func (a *API) judge(ctx context.Context, p *Principal, kind string, raw []byte, 
 	att.typ = kind
 	switch kind {
 	case "generic":
-		var b struct {
-			IsCompliant *bool `json:"is_compliant"`
-		}
-		if err := decodeJSONPart("data_json", raw, &b); err != nil {
-			return err
+		// The one field it needs, from the value already split out: decoding the whole body again
+		// was a pass over every byte of user_data.
+		var compliant *bool
+		if v, ok := att.data["is_compliant"].(json.RawMessage); ok {
+			if err := json.Unmarshal(v, &compliant); err != nil {
+				in := string(v)
+				var te *json.UnmarshalTypeError
+				if errors.As(err, &te) {
+					in = te.Value // as decodeJSONPart names it
+				}
+				return fieldError("is_compliant", "Input should be a valid boolean [input: %s]", in)
+			}
 		}
 		// The Kosli CLI's --compliant defaults to true, and it always sends the field.
-		att.compliant = b.IsCompliant == nil || *b.IsCompliant
+		att.compliant = compliant == nil || *compliant
 	case "junit":
 		var b struct {
 			Results []struct {
@@ -724,4 +733,44 @@ func nilIfEmpty(s string) any {
 		return nil
 	}
 	return s
+}
+
+// encodeData encodes an attestation's data: the fields as they came, which are valid JSON
+// already and are copied as they are, and the fields a kind added, encoded. Keys are sorted, as
+// json.Marshal sorts them; unlike it, this does not scan the raw values again.
+func encodeData(data map[string]any) (json.RawMessage, error) {
+	keys := slices.Sorted(maps.Keys(data))
+	size := 2
+	for _, k := range keys {
+		if v, ok := data[k].(json.RawMessage); ok {
+			size += len(k) + len(v) + 4
+		}
+	}
+	out := make([]byte, 0, size+64)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		key, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, key...), ':')
+		switch v := data[k].(type) {
+		case json.RawMessage:
+			if len(v) == 0 {
+				out = append(out, "null"...)
+				break
+			}
+			out = append(out, v...)
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("encode %s: %w", k, err)
+			}
+			out = append(out, b...)
+		}
+	}
+	return append(out, '}'), nil
 }
