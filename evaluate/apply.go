@@ -258,14 +258,69 @@ func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (stri
 }
 
 func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (string, error) {
-	a := e.Attestation
-	if a == nil {
+	if e.Attestation == nil {
 		return "", permanent("attestation without body")
 	}
-	trailID, err := trailFor(ctx, tx, e, a.FlowID, a.TrailName, false)
+	trailID, err := trailFor(ctx, tx, e, e.Attestation.FlowID, e.Attestation.TrailName, false)
 	if err != nil {
 		return "", err
 	}
+	rec, ev, err := attestationRows(e, trailID)
+	if err != nil {
+		return "", err
+	}
+	if err := tx.InsertAttestation(ctx, rec); err != nil {
+		return "", err
+	}
+	if err := tx.TouchTrail(ctx, trailID, e.At); err != nil {
+		return "", err
+	}
+	return trailID, tx.AppendTrailEvent(ctx, ev, e.At)
+}
+
+// applyAttestations applies a run of attestation messages (a batch's consecutive ones) with a
+// statement or two per kind of row instead of four per message: resolving the trails, inserting
+// the attestations, touching the trails, appending their events. It answers each message's trail.
+// A message whose trail does not exist fails the run, as applyAttestation would fail it alone.
+func applyAttestations(ctx context.Context, tx store.Tx, run []*contract.Envelope) ([]string, error) {
+	keys := make([]store.TrailKey, 0, len(run))
+	for _, e := range run {
+		if e.Attestation == nil {
+			return nil, permanent("attestation without body")
+		}
+		keys = append(keys, store.TrailKey{FlowID: e.Attestation.FlowID, Name: e.Attestation.TrailName})
+	}
+	ids, err := tx.TrailIDs(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	trails := make([]string, len(run))
+	recs := make([]store.Attestation, len(run))
+	events := make([]store.TrailEvent, len(run))
+	touched := make(map[string]float64, len(run))
+	for i, e := range run {
+		id, ok := ids[keys[i]]
+		if !ok {
+			return nil, classify(fmt.Errorf("trail %s: %w", e.Attestation.TrailName, store.ErrNotFound))
+		}
+		if recs[i], events[i], err = attestationRows(e, id); err != nil {
+			return nil, err
+		}
+		events[i].At = e.At
+		trails[i], touched[id] = id, e.At // the last message's time, as TouchTrail one by one leaves it
+	}
+	if err := tx.InsertAttestations(ctx, recs); err != nil {
+		return nil, err
+	}
+	if err := tx.TouchTrails(ctx, touched); err != nil {
+		return nil, err
+	}
+	return trails, tx.AppendTrailEvents(ctx, events, 0)
+}
+
+// attestationRows are the attestation record and the trail event an attestation message makes.
+func attestationRows(e *contract.Envelope, trailID string) (store.Attestation, store.TrailEvent, error) {
+	a := e.Attestation
 	rec := store.Attestation{
 		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: trailID, Name: a.Name, Type: a.Type, IsCompliant: a.IsCompliant,
 		ArtifactFingerprint: a.ArtifactFingerprint, TargetArtifact: a.TargetArtifact, Data: a.Data,
@@ -276,12 +331,6 @@ func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (s
 	}
 	if a.Evidence != nil {
 		rec.EvidenceSHA256, rec.EvidenceName = a.Evidence.SHA256, a.Evidence.Filename
-	}
-	if err := tx.InsertAttestation(ctx, rec); err != nil {
-		return "", err
-	}
-	if err := tx.TouchTrail(ctx, trailID, e.At); err != nil {
-		return "", err
 	}
 	typ := "trail_attestation_reported"
 	if a.ArtifactFingerprint != "" || a.TargetArtifact != "" {
@@ -300,7 +349,11 @@ func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (s
 		ev["overridden_attestation_id"] = a.Overrides.AttestationID
 		ev["reason"] = a.Overrides.Reason
 	}
-	return trailID, appendEvent(ctx, tx, trailID, e.At, ev)
+	doc, err := json.Marshal(ev)
+	if err != nil {
+		return rec, store.TrailEvent{}, fmt.Errorf("encode trail event: %w", err)
+	}
+	return rec, store.TrailEvent{TrailID: trailID, Doc: doc}, nil
 }
 
 func applyCustomType(ctx context.Context, tx store.Tx, e *contract.Envelope) error {

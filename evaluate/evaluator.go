@@ -167,8 +167,45 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		if err != nil {
 			return err
 		}
-		for _, env := range envs {
-			if done[env.ID] { // applied before, or earlier in this batch
+		applied := func(env *contract.Envelope, trailID string) {
+			switch {
+			case trailID == "":
+				if !slices.Contains(orgs, env.OrgID) {
+					orgs = append(orgs, env.OrgID)
+				}
+			case !slices.Contains(trails, trailID):
+				trails = append(trails, trailID)
+			}
+			if r, ok := auditRecord(env, store.AuditApplied); ok {
+				audits = append(audits, r)
+			}
+			marks = append(marks, store.AppliedMark{ID: env.ID, TrailID: trailID, At: e.now()})
+		}
+		for i := 0; i < len(envs); {
+			if envs[i].Kind == contract.KindAttestationReported {
+				// A run of attestations, the bulk of what pipelines send, is applied in a few statements.
+				var run []*contract.Envelope
+				for ; i < len(envs) && envs[i].Kind == contract.KindAttestationReported; i++ {
+					if !done[envs[i].ID] { // applied before, or earlier in this batch
+						done[envs[i].ID] = true
+						run = append(run, envs[i])
+					}
+				}
+				if len(run) == 0 {
+					continue
+				}
+				trailIDs, err := applyAttestations(ctx, tx, run)
+				if err != nil {
+					return fmt.Errorf("%d attestations from %s: %w", len(run), run[0].ID, err)
+				}
+				for k, env := range run {
+					applied(env, trailIDs[k])
+				}
+				continue
+			}
+			env := envs[i]
+			i++
+			if done[env.ID] {
 				continue
 			}
 			done[env.ID] = true
@@ -176,21 +213,10 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", env.Kind, env.ID, err)
 			}
-			switch {
-			case trailID == "":
-				if !slices.Contains(orgs, env.OrgID) {
-					orgs = append(orgs, env.OrgID)
-				}
-			case !slices.Contains(trails, trailID):
-				if err := tx.MarkDirty(ctx, trailID); err != nil {
-					return err
-				}
-				trails = append(trails, trailID)
-			}
-			if r, ok := auditRecord(env, store.AuditApplied); ok {
-				audits = append(audits, r)
-			}
-			marks = append(marks, store.AppliedMark{ID: env.ID, TrailID: trailID, At: e.now()})
+			applied(env, trailID)
+		}
+		if err := tx.MarkDirtyAll(ctx, trails); err != nil {
+			return err
 		}
 		if err := tx.InsertAudits(ctx, audits); err != nil {
 			return err

@@ -1,49 +1,100 @@
 package evaluate
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
 	"github.com/veritrail/veritrail/ingest/contract"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
-// BenchmarkEvaluatorThroughput is the evaluator's whole job per attestation on SQLite, as
-// `veritrail bench` loads it: batches of 64 messages spread over 1,000 trails, each batch applied
-// (HandleBatch, audit records included) and its trails evaluated and saved (evaluateAll). ns/op
-// is per message. Message and attestation IDs are time-ordered UUIDs as ingest makes them
-// (ids=v7), or random ones (ids=v4) to show what their order is worth; trail IDs are random, as
-// trails begun over days are to the attestations of one moment; the data is about 1 KB, as the
-// bench sends it.
+// BenchmarkEvaluatorThroughput is the evaluator's whole job per attestation, as `veritrail bench`
+// loads it: batches spread over 1,000 trails, each batch applied (HandleBatch, audit records
+// included) and its trails evaluated and saved (evaluateAll). ns/op is per message. On SQLite the
+// batches hold 64 messages, as the embedded bus delivers them; on PostgreSQL 8, one per partition
+// as Kafka does (skipped without a server). Message and attestation IDs are time-ordered UUIDs as
+// ingest makes them (ids=v7), or random ones (ids=v4) to show what their order is worth; trail
+// IDs are random, as trails begun over days are to the attestations of one moment; the data is
+// about 1 KB, as the bench sends it.
 //
-//	go test -run x -bench EvaluatorThroughput -cpuprofile cpu.pprof ./evaluate
+//	go test -run x -bench EvaluatorThroughput -benchtime 20000x -cpuprofile cpu.pprof ./evaluate
 func BenchmarkEvaluatorThroughput(b *testing.B) {
 	v7 := func() string { return uuid.Must(uuid.NewV7()).String() }
-	for _, ids := range []struct {
-		name string
-		new  func() string
-	}{{"v7", v7}, {"v4", uuid.NewString}} {
-		b.Run("ids="+ids.name, func(b *testing.B) { benchmarkEvaluatorThroughput(b, ids.new) })
+	sqlite := func(b *testing.B) store.Store {
+		st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "state.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		return st
+	}
+	for _, c := range []struct {
+		name  string
+		open  func(*testing.B) store.Store
+		ids   func() string
+		batch int
+	}{
+		{"sqlite/ids=v7", sqlite, v7, 64},
+		{"sqlite/ids=v4", sqlite, uuid.NewString, 64},
+		// The distributed evaluator's batches hold one message per partition: 8 here.
+		{"postgres/ids=v7", openBenchPostgres, v7, 8},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchmarkEvaluatorThroughput(b, c.open(b), c.ids, c.batch) })
 	}
 }
 
-func benchmarkEvaluatorThroughput(b *testing.B, newID func() string) {
-	const trails, batchSize = 1000, 64
-	ctx := context.Background()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(b.TempDir(), "state.db"))
+// openBenchPostgres opens the store in a new schema of VERITRAIL_TEST_POSTGRES (or the local
+// server the tests use), dropped afterwards; it skips when there is no server.
+func openBenchPostgres(b *testing.B) store.Store {
+	dsn := cmp.Or(os.Getenv("VERITRAIL_TEST_POSTGRES"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	admin, err := sql.Open("pgx", dsn)
+	if err == nil {
+		err = admin.Ping()
+	}
+	if err != nil {
+		b.Skipf("PostgreSQL unreachable: %v", err)
+	}
+	schema := fmt.Sprintf("vt_bench_%d", time.Now().UnixNano())
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		b.Fatal(err)
+	}
+	u, err := url.Parse(dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { st.Close() })
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	st, err := sqlstore.OpenPostgres(context.Background(), u.String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		st.Close()
+		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		admin.Close()
+	})
+	return st
+}
+
+func benchmarkEvaluatorThroughput(b *testing.B, st store.Store, newID func() string, batchSize int) {
+	const trails = 1000
+	ctx := context.Background()
 	ev, err := New(Config{}, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
 	if err != nil {
 		b.Fatal(err)

@@ -176,7 +176,12 @@ func (a Attestation) Fact() AttestationFact {
 type TrailEvent struct {
 	TrailID string
 	Doc     json.RawMessage
+	// At is when it was appended (for AppendTrailEvents, zero means the time given there).
+	At float64
 }
+
+// TrailKey names a trail by its flow and its name.
+type TrailKey struct{ FlowID, Name string }
 
 // CustomType is a custom attestation type with all its versions, oldest first.
 type CustomType struct {
@@ -245,6 +250,9 @@ type Reader interface {
 	TrailByID(ctx context.Context, id string) (Trail, error)
 	// TrailID is the ID of a flow's trail, without reading the trail whole.
 	TrailID(ctx context.Context, flowID, name string) (string, error)
+	// TrailIDs is TrailID for many trails, one query per flow; trails that do not exist are
+	// absent from the answer.
+	TrailIDs(ctx context.Context, keys []TrailKey) (map[TrailKey]string, error)
 	// TrailToEvaluate reads what evaluating a trail starts from, in one query: its dirt
 	// generation (0 when it is clean) and its template, without reading the trail whole.
 	// ErrNotFound when there is no such trail.
@@ -300,13 +308,21 @@ type Tx interface {
 
 	UpsertTrail(ctx context.Context, t Trail) (created bool, err error)
 	TouchTrail(ctx context.Context, trailID string, at float64) error
+	// TouchTrails is TouchTrail for many trails (trail ID -> time) in one statement per
+	// few thousand.
+	TouchTrails(ctx context.Context, at map[string]float64) error
 	InsertArtifact(ctx context.Context, a Artifact) error
 	InsertAttestation(ctx context.Context, a Attestation) error
+	// InsertAttestations is InsertAttestation for many, in order, in one statement per
+	// thousand or so.
+	InsertAttestations(ctx context.Context, as []Attestation) error
 	AppendTrailEvent(ctx context.Context, e TrailEvent, at float64) error
 
 	// MarkDirty records that a trail needs evaluating; the generation it returns lets the
 	// evaluator clear exactly the dirt it has evaluated.
 	MarkDirty(ctx context.Context, trailID string) error
+	// MarkDirtyAll is MarkDirty for distinct trails, in one statement per few thousand.
+	MarkDirtyAll(ctx context.Context, trailIDs []string) error
 	ClearDirty(ctx context.Context, trailID string, generation int64) error
 	SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error
 

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -514,9 +515,9 @@ func (t *txn) AppendTrailEvents(ctx context.Context, events []store.TrailEvent, 
 		part := events[start:min(start+n, len(events))]
 		args := make([]any, 0, 3*len(part))
 		for _, e := range part {
-			args = append(args, e.TrailID, string(e.Doc), at)
+			args = append(args, e.TrailID, string(e.Doc), cmp.Or(e.At, at))
 		}
-		if _, err := t.exec(ctx, "append trail events", `/* one-off */ INSERT INTO trail_events (trail_id, doc, created_at) VALUES `+
+		if _, err := t.exec(ctx, "append trail events", oneOffIf(len(part) > preparedRows)+`INSERT INTO trail_events (trail_id, doc, created_at) VALUES `+
 			rowsOf(len(part), 3), args...); err != nil {
 			return err
 		}

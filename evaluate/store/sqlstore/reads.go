@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -261,6 +262,38 @@ func (r reads) TrailID(ctx context.Context, flowID, name string) (string, error)
 	return id, nil
 }
 
+func (r reads) TrailIDs(ctx context.Context, keys []store.TrailKey) (map[store.TrailKey]string, error) {
+	byFlow := map[string][]string{}
+	for _, k := range keys {
+		if !slices.Contains(byFlow[k.FlowID], k.Name) {
+			byFlow[k.FlowID] = append(byFlow[k.FlowID], k.Name)
+		}
+	}
+	out := make(map[store.TrailKey]string, len(keys))
+	for _, flowID := range slices.Sorted(maps.Keys(byFlow)) {
+		err := inChunks(byFlow[flowID], 1, func(names []string) error {
+			rows, err := r.rows(ctx, oneOffIf(len(names) > preparedRows)+`SELECT id, name FROM trails WHERE flow_id = ? AND name IN (`+
+				placeholders(len(names))+`)`, append([]any{flowID}, anys(names)...)...)
+			if err != nil {
+				return fmt.Errorf("sqlstore: trail ids: %w", err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, name string
+				if err := rows.Scan(&id, &name); err != nil {
+					return fmt.Errorf("sqlstore: trail ids: %w", err)
+				}
+				out[store.TrailKey{FlowID: flowID, Name: name}] = id
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func (r reads) TrailToEvaluate(ctx context.Context, id string) (int64, string, error) {
 	var gen sql.NullInt64
 	var tid string
@@ -322,7 +355,7 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 }
 
 func (r reads) TrailEvents(ctx context.Context, trailID string) ([]store.TrailEvent, error) {
-	rows, err := r.rows(ctx, `SELECT doc FROM trail_events WHERE trail_id = ? ORDER BY seq`, trailID)
+	rows, err := r.rows(ctx, `SELECT doc, created_at FROM trail_events WHERE trail_id = ? ORDER BY seq`, trailID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: trail events: %w", err)
 	}
@@ -330,10 +363,11 @@ func (r reads) TrailEvents(ctx context.Context, trailID string) ([]store.TrailEv
 	var out []store.TrailEvent
 	for rows.Next() {
 		var doc string
-		if err := rows.Scan(&doc); err != nil {
+		var at float64
+		if err := rows.Scan(&doc, &at); err != nil {
 			return nil, fmt.Errorf("sqlstore: trail events: %w", err)
 		}
-		out = append(out, store.TrailEvent{TrailID: trailID, Doc: json.RawMessage(doc)})
+		out = append(out, store.TrailEvent{TrailID: trailID, Doc: json.RawMessage(doc), At: at})
 	}
 	return out, rows.Err()
 }

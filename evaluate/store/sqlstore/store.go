@@ -150,6 +150,9 @@ func (s *Store) TrailRef(ctx context.Context, orgID, flowName, trailName string)
 func (s *Store) TrailID(ctx context.Context, flowID, name string) (string, error) {
 	return s.reader().TrailID(ctx, flowID, name)
 }
+func (s *Store) TrailIDs(ctx context.Context, keys []store.TrailKey) (map[store.TrailKey]string, error) {
+	return s.reader().TrailIDs(ctx, keys)
+}
 func (s *Store) TrailToEvaluate(ctx context.Context, id string) (int64, string, error) {
 	return s.reader().TrailToEvaluate(ctx, id)
 }

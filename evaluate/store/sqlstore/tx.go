@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,6 +180,26 @@ func (t *txn) TouchTrail(ctx context.Context, trailID string, at float64) error 
 	return err
 }
 
+func (t *txn) TouchTrails(ctx context.Context, at map[string]float64) error {
+	ids := slices.Sorted(maps.Keys(at))
+	for start, n := 0, rowsPer(2); start < len(ids); start += n {
+		part := ids[start:min(start+n, len(ids))]
+		args := make([]any, 0, 2*len(part))
+		for _, id := range part {
+			args = append(args, id, at[id])
+		}
+		// VALUES names its columns column1, column2 in both SQLite and PostgreSQL; the cast gives
+		// PostgreSQL the parameter's type.
+		q := oneOffIf(len(part) > preparedRows) + `UPDATE trails SET last_modified_at = v.column2 FROM (VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, CAST(? AS DOUBLE PRECISION)), ", len(part)), ", ") +
+			`) AS v WHERE trails.id = v.column1`
+		if _, err := t.exec(ctx, "touch trails", q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *txn) InsertArtifact(ctx context.Context, a store.Artifact) error {
 	_, err := t.exec(ctx, "insert artifact", `INSERT INTO artifacts (id, org_id, flow_id, trail_id, fingerprint, template_name,
 		filename, git_commit, repo_name, report, reported_by, created_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -195,6 +217,23 @@ func (t *txn) InsertAttestation(ctx context.Context, a store.Attestation) error 
 	return err
 }
 
+func (t *txn) InsertAttestations(ctx context.Context, as []store.Attestation) error {
+	for start, n := 0, rowsPer(16); start < len(as); start += n {
+		part := as[start:min(start+n, len(as))]
+		args := make([]any, 0, 16*len(part))
+		for _, a := range part {
+			args = append(args, a.ID, a.OrgID, a.FlowID, a.TrailID, a.Name, a.Type, b2i(a.IsCompliant), a.ArtifactFingerprint,
+				a.TargetArtifact, a.OverridesID, a.OverrideReason, a.EvidenceSHA256, a.EvidenceName, nullJSON(a.Data), a.ReportedBy,
+				a.CreatedAt)
+		}
+		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO attestations (` + attestationCols + `) VALUES ` + rowsOf(len(part), 16)
+		if _, err := t.exec(ctx, "insert attestations", q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *txn) AppendTrailEvent(ctx context.Context, e store.TrailEvent, at float64) error {
 	_, err := t.exec(ctx, "append trail event", `INSERT INTO trail_events (trail_id, doc, created_at) VALUES (?, ?, ?)`,
 		e.TrailID, string(e.Doc), at)
@@ -208,6 +247,24 @@ func (t *txn) MarkDirty(ctx context.Context, trailID string) error {
 		ON CONFLICT (trail_id) DO UPDATE SET generation = CASE WHEN dirty_trails.generation >= excluded.generation
 		THEN dirty_trails.generation + 1 ELSE excluded.generation END`, trailID, time.Now().UnixNano())
 	return err
+}
+
+func (t *txn) MarkDirtyAll(ctx context.Context, trailIDs []string) error {
+	gen := time.Now().UnixNano()
+	for start, n := 0, rowsPer(2); start < len(trailIDs); start += n {
+		part := trailIDs[start:min(start+n, len(trailIDs))]
+		args := make([]any, 0, 2*len(part))
+		for _, id := range part {
+			args = append(args, id, gen)
+		}
+		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO dirty_trails (trail_id, generation) VALUES ` + rowsOf(len(part), 2) +
+			` ON CONFLICT (trail_id) DO UPDATE SET generation = CASE WHEN dirty_trails.generation >= excluded.generation
+			THEN dirty_trails.generation + 1 ELSE excluded.generation END`
+		if _, err := t.exec(ctx, "mark dirty", q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *txn) ClearDirty(ctx context.Context, trailID string, generation int64) error {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -283,5 +284,79 @@ func testAttestations(t *testing.T, e *env) {
 	checkIDs(t, "pages", paged, attestationID, ids(whole, attestationID)...)
 	if err := e.s.Update(e.ctx, func(tx store.Tx) error { return tx.InsertAttestation(e.ctx, full) }); err == nil {
 		t.Error("InsertAttestation with a duplicate ID succeeded")
+	}
+}
+
+// testBulkEvidence checks the bulk writes a batch of attestation messages uses against their one-at-a-time forms.
+func testBulkEvidence(t *testing.T, e *env) {
+	e.org(t, "org-a", "acme")
+	f, g := e.flow(t, "org-a", "f-1", "web"), e.flow(t, "org-a", "f-2", "api")
+	e.trail(t, f, "tr-1", "one", t0)
+	e.trail(t, f, "tr-2", "two", t0)
+	e.trail(t, g, "tr-3", "one", t0)
+
+	ids, err := e.s.TrailIDs(e.ctx, []store.TrailKey{{FlowID: f.ID, Name: "one"}, {FlowID: f.ID, Name: "two"},
+		{FlowID: g.ID, Name: "one"}, {FlowID: f.ID, Name: "one"}, {FlowID: f.ID, Name: "nope"}, {FlowID: "f-9", Name: "one"}})
+	must(t, "TrailIDs", err)
+	want := map[store.TrailKey]string{{FlowID: f.ID, Name: "one"}: "tr-1", {FlowID: f.ID, Name: "two"}: "tr-2", {FlowID: g.ID, Name: "one"}: "tr-3"}
+	if len(ids) != len(want) {
+		t.Errorf("TrailIDs = %v, want %v", ids, want)
+	}
+	for k, id := range want {
+		if ids[k] != id {
+			t.Errorf("TrailIDs[%v] = %q, want %q", k, ids[k], id)
+		}
+	}
+
+	atts := make([]store.Attestation, 70) // more than one prepared statement's rows
+	for i := range atts {
+		atts[i] = store.Attestation{ID: fmt.Sprint("bulk-", i), OrgID: "org-a", FlowID: f.ID, TrailID: []string{"tr-1", "tr-2"}[i%2],
+			Name: fmt.Sprint("check-", i), Type: "generic", IsCompliant: i%3 != 0, ArtifactFingerprint: fp("ab"),
+			Data: json.RawMessage(`{"i":` + fmt.Sprint(i) + `}`), ReportedBy: "ci", CreatedAt: t0 + float64(i)}
+	}
+	atts[1].OverridesID, atts[1].OverrideReason, atts[1].EvidenceSHA256, atts[1].EvidenceName = "bulk-0", "flaky", "e3b0", "r.zip"
+	events := []store.TrailEvent{{TrailID: "tr-1", Doc: json.RawMessage(`{"n":1}`), At: t0 + 7},
+		{TrailID: "tr-2", Doc: json.RawMessage(`{"n":2}`)}, {TrailID: "tr-1", Doc: json.RawMessage(`{"n":3}`), At: t0 + 9}}
+	e.update(t, func(tx store.Tx) error {
+		must(t, "InsertAttestations", tx.InsertAttestations(e.ctx, atts))
+		must(t, "TouchTrails", tx.TouchTrails(e.ctx, map[string]float64{"tr-1": t0 + 30, "tr-3": t0 + 31}))
+		must(t, "MarkDirtyAll", tx.MarkDirtyAll(e.ctx, []string{"tr-1", "tr-3"}))
+		return tx.AppendTrailEvents(e.ctx, events, t0+8)
+	})
+	got, err := e.s.TrailAttestations(e.ctx, "tr-1")
+	must(t, "TrailAttestations", err)
+	var wantIDs []string
+	for i := 0; i < len(atts); i += 2 {
+		wantIDs = append(wantIDs, atts[i].ID)
+	}
+	checkIDs(t, "TrailAttestations after InsertAttestations", got, attestationID, wantIDs...)
+	second, err := e.s.TrailAttestations(e.ctx, "tr-2")
+	must(t, "TrailAttestations", err)
+	if len(second) > 0 {
+		checkAttestation(t, "InsertAttestations[1]", second[0], atts[1])
+	}
+	for id, at := range map[string]float64{"tr-1": t0 + 30, "tr-2": t0, "tr-3": t0 + 31} {
+		if tr, err := e.s.TrailByID(e.ctx, id); err != nil || tr.LastModifiedAt != at {
+			t.Errorf("%s after TouchTrails: last modified %v, %v; want %v", id, tr.LastModifiedAt, err, at)
+		}
+	}
+	checkDirty(t, e, "tr-1", "tr-3")
+	evs, err := e.s.TrailEvents(e.ctx, "tr-1")
+	must(t, "TrailEvents", err)
+	if len(evs) != 2 || !sameJSON(evs[0].Doc, events[0].Doc) || evs[0].At != t0+7 || evs[1].At != t0+9 {
+		t.Errorf("TrailEvents(tr-1) = %+v, want n 1 at t0+7, n 3 at t0+9", evs)
+	}
+	if evs, err := e.s.TrailEvents(e.ctx, "tr-2"); err != nil || len(evs) != 1 || evs[0].At != t0+8 {
+		t.Errorf("TrailEvents(tr-2) = %+v, %v; want one at the time given (t0+8)", evs, err)
+	}
+	// A batch marks a trail dirty again: its generation moves on, as MarkDirty's does.
+	g1, err := e.s.DirtyGeneration(e.ctx, "tr-1")
+	must(t, "DirtyGeneration", err)
+	e.update(t, func(tx store.Tx) error { return tx.MarkDirtyAll(e.ctx, []string{"tr-1"}) })
+	if g2, err := e.s.DirtyGeneration(e.ctx, "tr-1"); err != nil || g2 == g1 {
+		t.Errorf("DirtyGeneration after a second MarkDirtyAll = %d, %v; was %d", g2, err, g1)
+	}
+	if err := e.s.Update(e.ctx, func(tx store.Tx) error { return tx.InsertAttestations(e.ctx, atts[:1]) }); err == nil {
+		t.Error("InsertAttestations with a duplicate ID succeeded")
 	}
 }

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ArtifactsByCommit", testArtifactsByCommit},
 		{"ListArtifacts", testListArtifacts},
 		{"Attestations", testAttestations},
+		{"BulkEvidence", testBulkEvidence},
 		{"CustomTypes", testCustomTypes},
 		{"Controls", testControls},
 		{"Policies", testPolicies},
