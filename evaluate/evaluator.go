@@ -336,18 +336,15 @@ func (e *Evaluator) evaluateAll(ctx context.Context, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	results := make([]trailResult, 0, len(ids))
+	results, errs := e.evaluateMany(ctx, ids)
 	for _, id := range ids {
-		r, err := e.evaluate(ctx, id)
-		if err != nil {
+		if err, ok := errs[id]; ok {
 			if ctx.Err() != nil {
 				return
 			}
 			e.d.Log.Error("evaluate: trail evaluation failed; will retry", "trail", id, "err", err)
 			e.retryLater(ctx, id)
-			continue
 		}
-		results = append(results, r)
 	}
 	if err := e.save(ctx, results); err != nil {
 		if ctx.Err() != nil {
@@ -388,37 +385,76 @@ type trailResult struct {
 
 // EvaluateTrail recomputes one trail's compliance and saves it.
 func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
-	r, err := e.evaluate(ctx, trailID)
-	if err != nil {
+	results, errs := e.evaluateMany(ctx, []string{trailID})
+	if err := errs[trailID]; err != nil {
 		return err
 	}
-	return e.save(ctx, []trailResult{r})
+	return e.save(ctx, results)
 }
 
-// evaluate computes one trail's compliance. The trail is read and evaluated outside any write
-// transaction (SQLite has one writer, and applying messages must not wait for OPA); only the
-// result is written, by save. Reading the generation first makes this safe: a message applied
-// meanwhile raises the generation, so the trail stays dirty and is evaluated again.
-func (e *Evaluator) evaluate(ctx context.Context, trailID string) (trailResult, error) {
+// evaluateMany computes the compliance of trails ids: three queries read what they all start from
+// (on PostgreSQL each query is a round trip, and reading trail by trail was most of the
+// distributed evaluator's time), then each is evaluated. The trails are read and evaluated outside
+// any write transaction (SQLite has one writer, and applying messages must not wait for OPA); only
+// the results are written, by save. Reading the generations first makes this safe: a message
+// applied meanwhile raises a trail's generation, so it stays dirty and is evaluated again. It
+// answers the results and, by trail, the errors of those it could not evaluate.
+func (e *Evaluator) evaluateMany(ctx context.Context, ids []string) ([]trailResult, map[string]error) {
 	r := e.d.Store
-	gen, templateID, err := r.TrailToEvaluate(ctx, trailID)
-	if errors.Is(err, store.ErrNotFound) {
+	errs := map[string]error{}
+	failAll := func(ids []string, err error) {
+		for _, id := range ids {
+			errs[id] = err
+		}
+	}
+	starts, err := r.TrailsToEvaluate(ctx, ids)
+	if err != nil {
+		failAll(ids, err)
+		return nil, errs
+	}
+	results := make([]trailResult, 0, len(ids))
+	present := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := starts[id]; ok {
+			present = append(present, id)
+			continue
+		}
 		// The trail is gone: clear its dirt at the generation it has.
-		g, gerr := r.DirtyGeneration(ctx, trailID)
-		return trailResult{trailID: trailID, gen: g}, gerr
+		g, err := r.DirtyGeneration(ctx, id)
+		if err != nil {
+			errs[id] = err
+			continue
+		}
+		results = append(results, trailResult{trailID: id, gen: g})
 	}
+	if len(present) == 0 {
+		return results, errs
+	}
+	facts, err := r.TrailAttestationFactsByIDs(ctx, present)
 	if err != nil {
-		return trailResult{}, err
+		failAll(present, err)
+		return results, errs
 	}
-	tmpl, err := e.templateOf(ctx, r, templateID)
+	arts, err := r.TrailArtifactsByIDs(ctx, present)
 	if err != nil {
-		return trailResult{}, err
+		failAll(present, err)
+		return results, errs
 	}
-	atts, err := r.TrailAttestationFacts(ctx, trailID)
-	if err != nil {
-		return trailResult{}, err
+	for _, id := range present {
+		res, err := e.evaluate(ctx, id, starts[id], facts[id], arts[id])
+		if err != nil {
+			errs[id] = err
+			continue
+		}
+		results = append(results, res)
 	}
-	arts, err := r.TrailArtifacts(ctx, trailID)
+	return results, errs
+}
+
+// evaluate computes one trail's compliance from what evaluateMany read of it.
+func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.EvaluationStart, atts []store.AttestationFact,
+	arts []store.Artifact) (trailResult, error) {
+	tmpl, err := e.templateOf(ctx, e.d.Store, start.TemplateID)
 	if err != nil {
 		return trailResult{}, err
 	}
@@ -431,12 +467,12 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string) (trailResult, 
 	if err != nil {
 		return trailResult{}, err
 	}
-	r2 := trailResult{trailID: trailID, gen: gen, state: res.State, doc: doc, at: at, states: states}
+	r := trailResult{trailID: trailID, gen: start.Generation, state: res.State, doc: doc, at: at, states: states}
 	for _, a := range arts {
-		r2.orgID = a.OrgID
-		r2.fingerprints = append(r2.fingerprints, a.Fingerprint)
+		r.orgID = a.OrgID
+		r.fingerprints = append(r.fingerprints, a.Fingerprint)
 	}
-	return r2, nil
+	return r, nil
 }
 
 // save writes results in one transaction and clears the dirt each one saw.
@@ -445,15 +481,19 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) error {
 		return nil
 	}
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
+		saves := make([]store.ComplianceSave, 0, len(results))
+		generations := make(map[string]int64, len(results))
 		for _, r := range results {
 			if r.doc != nil {
-				if err := tx.SaveCompliance(ctx, r.trailID, r.state, r.doc, r.at, r.states); err != nil {
-					return err
-				}
+				saves = append(saves, store.ComplianceSave{TrailID: r.trailID, State: r.state, Doc: r.doc, At: r.at, ArtifactStates: r.states})
 			}
-			if err := tx.ClearDirty(ctx, r.trailID, r.gen); err != nil {
-				return err
-			}
+			generations[r.trailID] = r.gen
+		}
+		if err := tx.SaveCompliances(ctx, saves); err != nil {
+			return err
+		}
+		if err := tx.ClearDirtyAll(ctx, generations); err != nil {
+			return err
 		}
 		// In the same transaction, so that once the trail reads as evaluated, so do the verdicts it changes.
 		return e.policies.afterTrails(ctx, tx, fingerprintsByOrg(results), e.now())

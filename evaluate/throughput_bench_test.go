@@ -135,6 +135,12 @@ func benchmarkEvaluatorThroughput(b *testing.B, st store.Store, newID func() str
 		apply(setup[:n])
 		setup = setup[n:]
 	}
+	type counter interface{ Statements() int64 }
+	var sent0 int64
+	if c, ok := st.(counter); ok {
+		sent0 = c.Statements()
+		b.Cleanup(func() { b.ReportMetric(float64(c.Statements()-sent0)/float64(b.N), "statements/op") })
+	}
 	data := json.RawMessage(`{"origin_url": "https://ci.example/run", "user_data": {"pad": "` + strings.Repeat("x", 900) + `"}}`)
 	batch := make([]*message.Message, 0, batchSize)
 	b.ResetTimer()

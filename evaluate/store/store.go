@@ -180,6 +180,20 @@ type TrailEvent struct {
 	At float64
 }
 
+// EvaluationStart is what evaluating a trail starts from (see Reader.TrailToEvaluate).
+type EvaluationStart struct {
+	Generation int64 // of its dirt; 0 when clean
+	TemplateID string
+}
+
+// ComplianceSave is one trail's evaluation to save (see Tx.SaveCompliance).
+type ComplianceSave struct {
+	TrailID, State string
+	Doc            json.RawMessage
+	At             float64
+	ArtifactStates map[string]string // artifact ID -> state
+}
+
 // TrailKey names a trail by its flow and its name.
 type TrailKey struct{ FlowID, Name string }
 
@@ -257,10 +271,15 @@ type Reader interface {
 	// generation (0 when it is clean) and its template, without reading the trail whole.
 	// ErrNotFound when there is no such trail.
 	TrailToEvaluate(ctx context.Context, id string) (generation int64, templateID string, err error)
+	// TrailsToEvaluate is TrailToEvaluate for several trails in one query; trails that do not
+	// exist are absent from the answer.
+	TrailsToEvaluate(ctx context.Context, ids []string) (map[string]EvaluationStart, error)
 	ListTrails(ctx context.Context, orgID string, f TrailFilter) ([]Trail, int, error)
 	TrailEvents(ctx context.Context, trailID string) ([]TrailEvent, error)
 
 	TrailArtifacts(ctx context.Context, trailID string) ([]Artifact, error)
+	// TrailArtifactsByIDs is TrailArtifacts of several trails in one query, by trail ID.
+	TrailArtifactsByIDs(ctx context.Context, trailIDs []string) (map[string][]Artifact, error)
 	ArtifactsByPrefix(ctx context.Context, orgID, flowID, prefix string, limit int) ([]Artifact, error)
 	ArtifactsByCommit(ctx context.Context, orgID, flowID, sha string) ([]Artifact, error)
 	ListArtifacts(ctx context.Context, orgID string, f ArtifactFilter) ([]Artifact, int, error)
@@ -324,7 +343,11 @@ type Tx interface {
 	// MarkDirtyAll is MarkDirty for distinct trails, in one statement per few thousand.
 	MarkDirtyAll(ctx context.Context, trailIDs []string) error
 	ClearDirty(ctx context.Context, trailID string, generation int64) error
+	// ClearDirtyAll is ClearDirty for several trails (trail ID -> generation evaluated).
+	ClearDirtyAll(ctx context.Context, generations map[string]int64) error
 	SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error
+	// SaveCompliances is SaveCompliance for several trails, in two statements per thousand or so.
+	SaveCompliances(ctx context.Context, saves []ComplianceSave) error
 
 	EnvironmentWriter
 	ApprovalWriter

@@ -305,6 +305,30 @@ func (r reads) TrailToEvaluate(ctx context.Context, id string) (int64, string, e
 	return gen.Int64, tid, nil
 }
 
+func (r reads) TrailsToEvaluate(ctx context.Context, ids []string) (map[string]store.EvaluationStart, error) {
+	out := make(map[string]store.EvaluationStart, len(ids))
+	err := inChunks(slices.Compact(slices.Sorted(slices.Values(ids))), 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT t.id, d.generation, t.template_id FROM trails t
+			LEFT JOIN dirty_trails d ON d.trail_id = t.id WHERE t.id IN (`+placeholders(len(part))+`)`, anys(part)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: trails to evaluate: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var gen sql.NullInt64
+			var s store.EvaluationStart
+			if err := rows.Scan(&id, &gen, &s.TemplateID); err != nil {
+				return fmt.Errorf("sqlstore: trails to evaluate: %w", err)
+			}
+			s.Generation = gen.Int64
+			out[id] = s
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
 func (r reads) TrailByName(ctx context.Context, flowID, name string) (store.Trail, error) {
 	t, err := scanTrail(r.row(ctx, `SELECT `+trailCols+` FROM trails WHERE flow_id = ? AND name = ?`, flowID, name))
 	if err != nil {
@@ -405,6 +429,19 @@ func (r reads) artifacts(ctx context.Context, what, q string, args ...any) ([]st
 
 func (r reads) TrailArtifacts(ctx context.Context, trailID string) ([]store.Artifact, error) {
 	return r.artifacts(ctx, "trail artifacts", `SELECT `+artifactCols+` FROM artifacts WHERE trail_id = ? ORDER BY seq`, trailID)
+}
+
+func (r reads) TrailArtifactsByIDs(ctx context.Context, trailIDs []string) (map[string][]store.Artifact, error) {
+	out := make(map[string][]store.Artifact, len(trailIDs))
+	err := inChunks(slices.Compact(slices.Sorted(slices.Values(trailIDs))), 1, func(part []string) error {
+		arts, err := r.artifacts(ctx, "trail artifacts", oneOffIf(len(part) > preparedRows)+`SELECT `+artifactCols+
+			` FROM artifacts WHERE trail_id IN (`+placeholders(len(part))+`) ORDER BY seq`, anys(part)...)
+		for _, a := range arts {
+			out[a.TrailID] = append(out[a.TrailID], a)
+		}
+		return err
+	})
+	return out, err
 }
 
 // ArtifactsByPrefix finds artifacts whose fingerprint starts with prefix (callers validate it

@@ -153,6 +153,12 @@ func (s *Store) TrailID(ctx context.Context, flowID, name string) (string, error
 func (s *Store) TrailIDs(ctx context.Context, keys []store.TrailKey) (map[store.TrailKey]string, error) {
 	return s.reader().TrailIDs(ctx, keys)
 }
+func (s *Store) TrailsToEvaluate(ctx context.Context, ids []string) (map[string]store.EvaluationStart, error) {
+	return s.reader().TrailsToEvaluate(ctx, ids)
+}
+func (s *Store) TrailArtifactsByIDs(ctx context.Context, ids []string) (map[string][]store.Artifact, error) {
+	return s.reader().TrailArtifactsByIDs(ctx, ids)
+}
 func (s *Store) TrailToEvaluate(ctx context.Context, id string) (int64, string, error) {
 	return s.reader().TrailToEvaluate(ctx, id)
 }

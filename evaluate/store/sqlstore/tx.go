@@ -272,6 +272,60 @@ func (t *txn) ClearDirty(ctx context.Context, trailID string, generation int64) 
 	return err
 }
 
+func (t *txn) ClearDirtyAll(ctx context.Context, generations map[string]int64) error {
+	ids := slices.Sorted(maps.Keys(generations))
+	for start, n := 0, rowsPer(2); start < len(ids); start += n {
+		part := ids[start:min(start+n, len(ids))]
+		args := make([]any, 0, 2*len(part))
+		for _, id := range part {
+			args = append(args, id, generations[id])
+		}
+		q := oneOffIf(len(part) > preparedRows) + `DELETE FROM dirty_trails WHERE (trail_id, generation) IN (VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, CAST(? AS BIGINT)), ", len(part)), ", ") + `)`
+		if _, err := t.exec(ctx, "clear dirty", q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *txn) SaveCompliances(ctx context.Context, saves []store.ComplianceSave) error {
+	for start, n := 0, rowsPer(4); start < len(saves); start += n {
+		part := saves[start:min(start+n, len(saves))]
+		args := make([]any, 0, 4*len(part))
+		for _, c := range part {
+			args = append(args, c.TrailID, c.State, string(c.Doc), c.At)
+		}
+		// VALUES names its columns column1, column2, ... in both SQLite and PostgreSQL.
+		q := oneOffIf(len(part) > preparedRows) + `UPDATE trails SET state = v.column2, compliance = v.column3,
+			evaluated_at = v.column4 FROM (VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, CAST(? AS DOUBLE PRECISION)), ", len(part)), ", ") +
+			`) AS v WHERE trails.id = v.column1`
+		if _, err := t.exec(ctx, "save compliance", q, args...); err != nil {
+			return err
+		}
+	}
+	var states [][2]string
+	for _, c := range saves {
+		for _, id := range slices.Sorted(maps.Keys(c.ArtifactStates)) {
+			states = append(states, [2]string{id, c.ArtifactStates[id]})
+		}
+	}
+	for start, n := 0, rowsPer(2); start < len(states); start += n {
+		part := states[start:min(start+n, len(states))]
+		args := make([]any, 0, 2*len(part))
+		for _, st := range part {
+			args = append(args, st[0], st[1])
+		}
+		q := oneOffIf(len(part) > preparedRows) + `UPDATE artifacts SET state = v.column2 FROM (VALUES ` + rowsOf(len(part), 2) +
+			`) AS v WHERE artifacts.id = v.column1`
+		if _, err := t.exec(ctx, "save artifact states", q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *txn) SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error {
 	if _, err := t.exec(ctx, "save compliance", `UPDATE trails SET state = ?, compliance = ?, evaluated_at = ? WHERE id = ?`,
 		state, string(doc), at, trailID); err != nil {

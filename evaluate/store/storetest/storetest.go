@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListTrails", testListTrails},
 		{"TrailEvents", testTrailEvents},
 		{"SaveCompliance", testSaveCompliance},
+		{"BulkEvaluation", testBulkEvaluation},
 		{"Artifacts", testArtifacts},
 		{"ArtifactsByPrefix", testArtifactsByPrefix},
 		{"ArtifactsByCommit", testArtifactsByCommit},

@@ -333,3 +333,78 @@ func testSaveCompliance(t *testing.T, e *env) {
 		t.Errorf("ListTrails = %+v, %v; want the saved compliance", list, err)
 	}
 }
+
+// testBulkEvaluation checks the reads and writes of a round of trail evaluations against their one-trail forms.
+func testBulkEvaluation(t *testing.T, e *env) {
+	e.org(t, "org-a", "acme")
+	f := e.flow(t, "org-a", "f-1", "web")
+	tr1, tr2, tr3 := e.trail(t, f, "tr-1", "one", t0), e.trail(t, f, "tr-2", "two", t0), e.trail(t, f, "tr-3", "three", t0)
+	e.artifact(t, tr1, "a1", "aa", "c1", "acme/web", t0+1)
+	e.artifact(t, tr2, "a2", "bb", "c1", "acme/web", t0+2)
+	e.artifact(t, tr1, "a3", "cc", "c1", "acme/web", t0+3)
+	e.update(t, func(tx store.Tx) error { return tx.MarkDirtyAll(e.ctx, []string{"tr-1", "tr-2"}) })
+
+	starts, err := e.s.TrailsToEvaluate(e.ctx, []string{"tr-1", "tr-2", "tr-3", "nope", "tr-1"})
+	must(t, "TrailsToEvaluate", err)
+	if len(starts) != 3 {
+		t.Errorf("TrailsToEvaluate = %v, want tr-1, tr-2, tr-3", starts)
+	}
+	for _, tr := range []store.Trail{tr1, tr2, tr3} {
+		gen, tmpl, err := e.s.TrailToEvaluate(e.ctx, tr.ID)
+		must(t, "TrailToEvaluate", err)
+		if got := starts[tr.ID]; got.Generation != gen || got.TemplateID != tmpl || tmpl != tr.TemplateID {
+			t.Errorf("TrailsToEvaluate[%s] = %+v, TrailToEvaluate = %d %q", tr.ID, got, gen, tmpl)
+		}
+	}
+	if starts["tr-3"].Generation != 0 || starts["tr-1"].Generation == 0 {
+		t.Errorf("generations: %+v; want tr-1 dirty, tr-3 clean", starts)
+	}
+
+	arts, err := e.s.TrailArtifactsByIDs(e.ctx, []string{"tr-1", "tr-2", "tr-3", "nope"})
+	must(t, "TrailArtifactsByIDs", err)
+	for _, id := range []string{"tr-1", "tr-2", "tr-3"} {
+		one, err := e.s.TrailArtifacts(e.ctx, id)
+		must(t, "TrailArtifacts", err)
+		if !reflect.DeepEqual(arts[id], one) {
+			t.Errorf("TrailArtifactsByIDs[%s] = %+v, TrailArtifacts = %+v", id, arts[id], one)
+		}
+	}
+
+	doc1, doc2 := json.RawMessage(`{"status":"COMPLIANT"}`), json.RawMessage(`{"status":"NON-COMPLIANT"}`)
+	e.update(t, func(tx store.Tx) error {
+		must(t, "SaveCompliances", tx.SaveCompliances(e.ctx, []store.ComplianceSave{
+			{TrailID: "tr-1", State: "COMPLIANT", Doc: doc1, At: t0 + 10, ArtifactStates: map[string]string{"a1": "COMPLIANT", "a3": "COMPLIANT"}},
+			{TrailID: "tr-2", State: "NON-COMPLIANT", Doc: doc2, At: t0 + 11, ArtifactStates: map[string]string{"a2": "NON-COMPLIANT"}},
+		}))
+		// tr-2 was marked dirty again after the generation evaluated: only tr-1 comes clean.
+		return tx.ClearDirtyAll(e.ctx, map[string]int64{"tr-1": starts["tr-1"].Generation, "tr-2": starts["tr-2"].Generation - 1,
+			"tr-3": 0})
+	})
+	for id, want := range map[string]struct {
+		state string
+		doc   json.RawMessage
+		at    float64
+	}{"tr-1": {"COMPLIANT", doc1, t0 + 10}, "tr-2": {"NON-COMPLIANT", doc2, t0 + 11}, "tr-3": {"INCOMPLETE", nil, 0}} {
+		got, err := e.s.TrailByID(e.ctx, id)
+		must(t, "TrailByID", err)
+		if got.State != want.state || got.EvaluatedAt != want.at || (want.doc != nil && !sameJSON(got.Compliance, want.doc)) ||
+			got.LastModifiedAt != t0 {
+			t.Errorf("%s after SaveCompliances: state %q, evaluated %v, doc %s, modified %v", id, got.State, got.EvaluatedAt,
+				got.Compliance, got.LastModifiedAt)
+		}
+	}
+	states := map[string]string{}
+	for _, list := range arts {
+		for _, a := range list {
+			got, err := e.s.TrailArtifacts(e.ctx, a.TrailID)
+			must(t, "TrailArtifacts", err)
+			for _, x := range got {
+				states[x.ID] = x.State
+			}
+		}
+	}
+	if want := map[string]string{"a1": "COMPLIANT", "a2": "NON-COMPLIANT", "a3": "COMPLIANT"}; !reflect.DeepEqual(states, want) {
+		t.Errorf("artifact states = %v, want %v", states, want)
+	}
+	checkDirty(t, e, "tr-2")
+}
