@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/veritrail/veritrail/evaluate/store"
 )
@@ -249,7 +250,7 @@ var createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)`)
 func (s *Store) Wipe(ctx context.Context) error {
 	return s.Update(ctx, func(tx store.Tx) error {
 		t := tx.(*txn)
-		for _, stmt := range schemaStatements {
+		for _, stmt := range slices.Concat(schemaStatements, policyStatements) {
 			m := createTableRE.FindStringSubmatch(stmt)
 			if m == nil {
 				continue

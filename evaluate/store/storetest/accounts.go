@@ -278,6 +278,9 @@ func testWipe(t *testing.T, e *env) {
 		if err := tx.MarkDirty(e.ctx, tr.ID); err != nil {
 			return err
 		}
+		if err := tx.PutPolicyVersion(e.ctx, o.ID, "prod", "", policyVersion(1, "prod")); err != nil {
+			return err
+		}
 		return tx.MarkApplied(e.ctx, "m-1", tr.ID, t0)
 	})
 
@@ -306,6 +309,9 @@ func testWipe(t *testing.T, e *env) {
 	}
 	if ok, err := e.s.Visible(e.ctx, []string{"m-1"}); err != nil || ok {
 		t.Errorf("Visible(m-1) after wipe = %v, %v; want false", ok, err)
+	}
+	if ps, err := e.s.ListPolicies(e.ctx, o.ID); err != nil || len(ps) != 0 {
+		t.Errorf("ListPolicies after wipe = %v, %v", ps, err)
 	}
 	// The emptied store is usable again.
 	e.org(t, "org-a", "acme")
