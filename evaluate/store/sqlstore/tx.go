@@ -176,28 +176,26 @@ func (t *txn) UpsertTrail(ctx context.Context, tr store.Trail) (bool, error) {
 }
 
 func (t *txn) TouchTrail(ctx context.Context, trailID string, at float64) error {
-	_, err := t.exec(ctx, "touch trail", `UPDATE trails SET last_modified_at = ? WHERE id = ?`, at, trailID)
-	return err
+	return t.TouchTrails(ctx, map[string]float64{trailID: at})
 }
 
 func (t *txn) TouchTrails(ctx context.Context, at map[string]float64) error {
-	ids := slices.Sorted(maps.Keys(at))
-	for start, n := 0, rowsPer(2); start < len(ids); start += n {
-		part := ids[start:min(start+n, len(ids))]
+	return inChunks(slices.Sorted(maps.Keys(at)), 2, func(part []string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {
 			args = append(args, id, at[id])
 		}
-		// VALUES names its columns column1, column2 in both SQLite and PostgreSQL; the cast gives
-		// PostgreSQL the parameter's type.
-		q := oneOffIf(len(part) > preparedRows) + `UPDATE trails SET last_modified_at = v.column2 FROM (VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, CAST(? AS DOUBLE PRECISION)), ", len(part)), ", ") +
-			`) AS v WHERE trails.id = v.column1`
-		if _, err := t.exec(ctx, "touch trails", q, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "touch trails", oneOffIf(len(part) > preparedRows)+`UPDATE trails SET last_modified_at = v.column2
+			FROM (VALUES `+typedRows(len(part), "?", "CAST(? AS DOUBLE PRECISION)")+`) AS v WHERE trails.id = v.column1`, args...)
+		return err
+	})
+}
+
+// typedRows is n rows of VALUES, each of the given columns (placeholders, some cast so that
+// PostgreSQL knows their type). VALUES names its columns column1, column2, ... in both SQLite
+// and PostgreSQL, which the statements joining one rely on.
+func typedRows(n int, cols ...string) string {
+	return strings.TrimSuffix(strings.Repeat("("+strings.Join(cols, ", ")+"), ", n), ", ")
 }
 
 func (t *txn) InsertArtifact(ctx context.Context, a store.Artifact) error {
@@ -209,29 +207,21 @@ func (t *txn) InsertArtifact(ctx context.Context, a store.Artifact) error {
 }
 
 func (t *txn) InsertAttestation(ctx context.Context, a store.Attestation) error {
-	_, err := t.exec(ctx, "insert attestation", `INSERT INTO attestations (id, org_id, flow_id, trail_id, name, type,
-		is_compliant, artifact_fingerprint, target_artifact, overrides_id, override_reason, evidence_sha256, evidence_name,
-		data, reported_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.ID, a.OrgID, a.FlowID, a.TrailID, a.Name, a.Type, b2i(a.IsCompliant), a.ArtifactFingerprint, a.TargetArtifact,
-		a.OverridesID, a.OverrideReason, a.EvidenceSHA256, a.EvidenceName, nullJSON(a.Data), a.ReportedBy, a.CreatedAt)
-	return err
+	return t.InsertAttestations(ctx, []store.Attestation{a})
 }
 
 func (t *txn) InsertAttestations(ctx context.Context, as []store.Attestation) error {
-	for start, n := 0, rowsPer(16); start < len(as); start += n {
-		part := as[start:min(start+n, len(as))]
+	return inChunks(as, 16, func(part []store.Attestation) error {
 		args := make([]any, 0, 16*len(part))
 		for _, a := range part {
 			args = append(args, a.ID, a.OrgID, a.FlowID, a.TrailID, a.Name, a.Type, b2i(a.IsCompliant), a.ArtifactFingerprint,
 				a.TargetArtifact, a.OverridesID, a.OverrideReason, a.EvidenceSHA256, a.EvidenceName, nullJSON(a.Data), a.ReportedBy,
 				a.CreatedAt)
 		}
-		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO attestations (` + attestationCols + `) VALUES ` + rowsOf(len(part), 16)
-		if _, err := t.exec(ctx, "insert attestations", q, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "insert attestations", oneOffIf(len(part) > preparedRows)+`INSERT INTO attestations (`+
+			attestationCols+`) VALUES `+rowsOf(len(part), 16), args...)
+		return err
+	})
 }
 
 func (t *txn) AppendTrailEvent(ctx context.Context, e store.TrailEvent, at float64) error {
@@ -241,69 +231,55 @@ func (t *txn) AppendTrailEvent(ctx context.Context, e store.TrailEvent, at float
 }
 
 func (t *txn) MarkDirty(ctx context.Context, trailID string) error {
-	// Generations come from the clock (and only ever grow) so that a row deleted and
-	// re-created never reuses a generation a slow evaluator elsewhere might still clear.
-	_, err := t.exec(ctx, "mark dirty", `INSERT INTO dirty_trails (trail_id, generation) VALUES (?, ?)
-		ON CONFLICT (trail_id) DO UPDATE SET generation = CASE WHEN dirty_trails.generation >= excluded.generation
-		THEN dirty_trails.generation + 1 ELSE excluded.generation END`, trailID, time.Now().UnixNano())
-	return err
+	return t.MarkDirtyAll(ctx, []string{trailID})
 }
 
 func (t *txn) MarkDirtyAll(ctx context.Context, trailIDs []string) error {
+	// Generations come from the clock (and only ever grow) so that a row deleted and
+	// re-created never reuses a generation a slow evaluator elsewhere might still clear.
 	gen := time.Now().UnixNano()
-	for start, n := 0, rowsPer(2); start < len(trailIDs); start += n {
-		part := trailIDs[start:min(start+n, len(trailIDs))]
+	return inChunks(trailIDs, 2, func(part []string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {
 			args = append(args, id, gen)
 		}
-		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO dirty_trails (trail_id, generation) VALUES ` + rowsOf(len(part), 2) +
-			` ON CONFLICT (trail_id) DO UPDATE SET generation = CASE WHEN dirty_trails.generation >= excluded.generation
-			THEN dirty_trails.generation + 1 ELSE excluded.generation END`
-		if _, err := t.exec(ctx, "mark dirty", q, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "mark dirty", oneOffIf(len(part) > preparedRows)+`INSERT INTO dirty_trails (trail_id, generation)
+			VALUES `+rowsOf(len(part), 2)+` ON CONFLICT (trail_id) DO UPDATE SET generation = CASE
+			WHEN dirty_trails.generation >= excluded.generation THEN dirty_trails.generation + 1 ELSE excluded.generation END`,
+			args...)
+		return err
+	})
 }
 
 func (t *txn) ClearDirty(ctx context.Context, trailID string, generation int64) error {
-	_, err := t.exec(ctx, "clear dirty", `DELETE FROM dirty_trails WHERE trail_id = ? AND generation = ?`, trailID, generation)
-	return err
+	return t.ClearDirtyAll(ctx, map[string]int64{trailID: generation})
 }
 
 func (t *txn) ClearDirtyAll(ctx context.Context, generations map[string]int64) error {
-	ids := slices.Sorted(maps.Keys(generations))
-	for start, n := 0, rowsPer(2); start < len(ids); start += n {
-		part := ids[start:min(start+n, len(ids))]
+	return inChunks(slices.Sorted(maps.Keys(generations)), 2, func(part []string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {
 			args = append(args, id, generations[id])
 		}
-		q := oneOffIf(len(part) > preparedRows) + `DELETE FROM dirty_trails WHERE (trail_id, generation) IN (VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, CAST(? AS BIGINT)), ", len(part)), ", ") + `)`
-		if _, err := t.exec(ctx, "clear dirty", q, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "clear dirty", oneOffIf(len(part) > preparedRows)+`DELETE FROM dirty_trails
+			WHERE (trail_id, generation) IN (VALUES `+typedRows(len(part), "?", "CAST(? AS BIGINT)")+`)`, args...)
+		return err
+	})
 }
 
 func (t *txn) SaveCompliances(ctx context.Context, saves []store.ComplianceSave) error {
-	for start, n := 0, rowsPer(4); start < len(saves); start += n {
-		part := saves[start:min(start+n, len(saves))]
+	err := inChunks(saves, 4, func(part []store.ComplianceSave) error {
 		args := make([]any, 0, 4*len(part))
 		for _, c := range part {
 			args = append(args, c.TrailID, c.State, string(c.Doc), c.At)
 		}
-		// VALUES names its columns column1, column2, ... in both SQLite and PostgreSQL.
-		q := oneOffIf(len(part) > preparedRows) + `UPDATE trails SET state = v.column2, compliance = v.column3,
-			evaluated_at = v.column4 FROM (VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, CAST(? AS DOUBLE PRECISION)), ", len(part)), ", ") +
-			`) AS v WHERE trails.id = v.column1`
-		if _, err := t.exec(ctx, "save compliance", q, args...); err != nil {
-			return err
-		}
+		_, err := t.exec(ctx, "save compliance", oneOffIf(len(part) > preparedRows)+`UPDATE trails SET state = v.column2,
+			compliance = v.column3, evaluated_at = v.column4 FROM (VALUES `+
+			typedRows(len(part), "?", "?", "?", "CAST(? AS DOUBLE PRECISION)")+`) AS v WHERE trails.id = v.column1`, args...)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	var states [][2]string
 	for _, c := range saves {
@@ -311,32 +287,19 @@ func (t *txn) SaveCompliances(ctx context.Context, saves []store.ComplianceSave)
 			states = append(states, [2]string{id, c.ArtifactStates[id]})
 		}
 	}
-	for start, n := 0, rowsPer(2); start < len(states); start += n {
-		part := states[start:min(start+n, len(states))]
+	return inChunks(states, 2, func(part [][2]string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, st := range part {
 			args = append(args, st[0], st[1])
 		}
-		q := oneOffIf(len(part) > preparedRows) + `UPDATE artifacts SET state = v.column2 FROM (VALUES ` + rowsOf(len(part), 2) +
-			`) AS v WHERE artifacts.id = v.column1`
-		if _, err := t.exec(ctx, "save artifact states", q, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "save artifact states", oneOffIf(len(part) > preparedRows)+`UPDATE artifacts SET state = v.column2
+			FROM (VALUES `+rowsOf(len(part), 2)+`) AS v WHERE artifacts.id = v.column1`, args...)
+		return err
+	})
 }
 
 func (t *txn) SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error {
-	if _, err := t.exec(ctx, "save compliance", `UPDATE trails SET state = ?, compliance = ?, evaluated_at = ? WHERE id = ?`,
-		state, string(doc), at, trailID); err != nil {
-		return err
-	}
-	for id, st := range artifactStates {
-		if _, err := t.exec(ctx, "save artifact state", `UPDATE artifacts SET state = ? WHERE id = ?`, st, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.SaveCompliances(ctx, []store.ComplianceSave{{TrailID: trailID, State: state, Doc: doc, At: at, ArtifactStates: artifactStates}})
 }
 
 func (t *txn) PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v store.CustomTypeVersion) error {
