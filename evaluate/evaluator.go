@@ -115,6 +115,11 @@ func (e *Evaluator) Handle(msg *message.Message) error {
 		if err := recordAudit(msg.Context(), tx, env, store.AuditApplied); err != nil {
 			return err
 		}
+		if trailID == "" {
+			if err := tx.Announce(msg.Context(), []string{env.OrgID}, nil); err != nil {
+				return err
+			}
+		}
 		return tx.MarkApplied(msg.Context(), env.ID, trailID, e.now())
 	})
 	if errors.Is(err, ErrPermanent) {
@@ -221,7 +226,10 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		if err := tx.InsertAudits(ctx, audits); err != nil {
 			return err
 		}
-		return tx.MarkAppliedAll(ctx, marks)
+		if err := tx.MarkAppliedAll(ctx, marks); err != nil {
+			return err
+		}
+		return tx.Announce(ctx, orgs, nil) // what readers see of the trails changes when they are evaluated
 	})
 	if err != nil {
 		if !errors.Is(err, ErrPermanent) {
@@ -493,6 +501,9 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) error {
 			return err
 		}
 		if err := tx.ClearDirtyAll(ctx, generations); err != nil {
+			return err
+		}
+		if err := tx.Announce(ctx, nil, fingerprintsByOrg(results)); err != nil {
 			return err
 		}
 		// In the same transaction, so that once the trail reads as evaluated, so do the verdicts it changes.

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -21,8 +22,14 @@ import (
 // of artifacts ever seen.
 type Changes struct {
 	seed      maphash.Seed
+	epoch     atomic.Uint64 // advanced when changes may have gone unheard (Forget)
 	orgs      [orgSlots]atomic.Uint64
 	artifacts [artifactSlots]atomic.Uint64
+	// announced says the counts follow the commits they count (another process announces them,
+	// see NewAnnouncedChanges) instead of moving before their readers wake; listening, that
+	// announcements are heard now (nothing kept is used while they are not).
+	announced bool
+	listening atomic.Bool
 }
 
 const (
@@ -32,6 +39,30 @@ const (
 
 // NewChanges makes the counts of an evaluator in this process.
 func NewChanges() *Changes { return &Changes{seed: maphash.MakeSeed()} }
+
+// NewAnnouncedChanges makes counts advanced by announcements of an evaluator in another process
+// (the distributed mode: PostgreSQL's LISTEN/NOTIFY, delivered after the commit). An announcement
+// can arrive after a client that wrote has seen its write committed, so for announcementLag
+// after a key's writes are found visible, its asserts are computed afresh (read your writes);
+// other clients may get a kept answer for as long as an announcement takes to arrive.
+func NewAnnouncedChanges() *Changes { c := NewChanges(); c.announced = true; return c }
+
+// Changed is Advance, for a listener of announcements.
+func (c *Changes) Changed(orgs []string, artifacts map[string][]string) { c.Advance(orgs, artifacts) }
+
+// Listening records whether announcements are heard (see NewAnnouncedChanges): while they are
+// not, kept answers are not used, and when they are again, what was kept is forgotten.
+func (c *Changes) Listening(on bool) {
+	c.Forget()
+	c.listening.Store(on)
+}
+
+// announcementLag bounds how late an announcement arrives after its commit, for the writer's
+// own reads: delivery takes milliseconds; a second is a wide margin.
+const announcementLag = time.Second
+
+// Forget retires every answer kept: the caller may have missed changes (a lost connection).
+func (c *Changes) Forget() { c.epoch.Add(1) }
 
 // Advance records a commit that changed anything about the organizations orgs, and the
 // evidence of the artifacts (organization ID -> fingerprints). The evaluator calls it after the
@@ -48,11 +79,11 @@ func (c *Changes) Advance(orgs []string, artifacts map[string][]string) {
 	}
 }
 
-// stamp is the pair of counts an answer about one artifact depends on.
-type stamp struct{ org, artifact uint64 }
+// stamp is the counts an answer about one artifact depends on.
+type stamp struct{ epoch, org, artifact uint64 }
 
 func (c *Changes) stamp(org, fingerprint string) stamp {
-	return stamp{c.orgs[c.slot(org, orgSlots)].Load(), c.artifacts[c.slot(org+"/"+fingerprint, artifactSlots)].Load()}
+	return stamp{c.epoch.Load(), c.orgs[c.slot(org, orgSlots)].Load(), c.artifacts[c.slot(org+"/"+fingerprint, artifactSlots)].Load()}
 }
 
 func (c *Changes) slot(s string, n int) int { return int(maphash.String(c.seed, s) % uint64(n)) }
@@ -97,13 +128,17 @@ func newAnswerCache(c *Changes) *answerCache {
 }
 
 // get returns the answer to k if it was computed at the current counts, and the counts to
-// store a new answer at.
-func (c *answerCache) get(k answerKey) ([]byte, stamp, bool) {
+// store a new answer at. fresh asks for an answer computed now whatever is kept (a caller that
+// must see its own recent writes).
+func (c *answerCache) get(k answerKey, fresh bool) ([]byte, stamp, bool) {
 	if c.changes == nil || len(k.fingerprint) != 64 {
 		return nil, stamp{}, false
 	}
 	now := c.changes.stamp(k.org, k.fingerprint)
-	if a, ok := c.lru.Get(k); ok && a.at == now {
+	if c.changes.announced && !c.changes.listening.Load() {
+		return nil, now, false
+	}
+	if a, ok := c.lru.Get(k); ok && a.at == now && !fresh {
 		return a.body, now, true
 	}
 	return nil, now, false

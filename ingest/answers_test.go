@@ -11,11 +11,11 @@ func TestAnswerCache(t *testing.T) {
 	other := strings.Repeat("cd", 32)
 	k := newAnswerKey("org", fp, "", "prod", nil)
 	kept := func(c *answerCache, k answerKey) bool {
-		_, _, ok := c.get(k)
+		_, _, ok := c.get(k, false)
 		return ok
 	}
 	fill := func(c *answerCache, k answerKey, body string) {
-		_, at, _ := c.get(k)
+		_, at, _ := c.get(k, false)
 		c.put(k, at, []byte(body))
 	}
 
@@ -48,7 +48,7 @@ func TestAnswerCache(t *testing.T) {
 	t.Run("a commit during the computation", func(t *testing.T) {
 		changes := NewChanges()
 		c := newAnswerCache(changes)
-		_, at, _ := c.get(k) // counts read before the answer is computed
+		_, at, _ := c.get(k, false) // counts read before the answer is computed
 		changes.Advance([]string{"org"}, nil)
 		c.put(k, at, []byte("v2"))
 		if kept(c, k) {
@@ -58,7 +58,7 @@ func TestAnswerCache(t *testing.T) {
 	t.Run("questions kept apart", func(t *testing.T) {
 		c := newAnswerCache(NewChanges())
 		fill(c, k, "env")
-		if body, _, ok := c.get(k); !ok || !bytes.Equal(body, []byte("env")) {
+		if body, _, ok := c.get(k, false); !ok || !bytes.Equal(body, []byte("env")) {
 			t.Fatalf("kept answer: %q %v", body, ok)
 		}
 		if kept(c, newAnswerKey("org", fp, "", "", []string{"prod"})) {
@@ -66,6 +66,48 @@ func TestAnswerCache(t *testing.T) {
 		}
 		if newAnswerKey("org", fp, "", "", []string{"a,b"}) == newAnswerKey("org", fp, "", "", []string{"a", "b"}) {
 			t.Fatal("policy lists that differ share a key")
+		}
+	})
+	t.Run("forgetting retires everything", func(t *testing.T) {
+		changes := NewChanges()
+		c := newAnswerCache(changes)
+		fill(c, k, "v")
+		changes.Forget()
+		if kept(c, k) {
+			t.Fatal("an answer outlived Forget")
+		}
+	})
+	t.Run("a fresh answer is asked for", func(t *testing.T) {
+		c := newAnswerCache(NewChanges())
+		fill(c, k, "v")
+		if _, _, ok := c.get(k, true); ok {
+			t.Fatal("a kept answer was given to a caller that asked for a fresh one")
+		}
+	})
+	t.Run("announced changes are used only while heard", func(t *testing.T) {
+		changes := NewAnnouncedChanges()
+		c := newAnswerCache(changes)
+		fill(c, k, "v")
+		if kept(c, k) {
+			t.Fatal("an answer was used before announcements were heard")
+		}
+		changes.Listening(true)
+		fill(c, k, "v")
+		if !kept(c, k) {
+			t.Fatal("an answer was not kept while announcements are heard")
+		}
+		changes.Changed(nil, map[string][]string{"org": {fp}})
+		if kept(c, k) {
+			t.Fatal("an announced change left the answer in use")
+		}
+		fill(c, k, "v")
+		changes.Listening(false)
+		if kept(c, k) {
+			t.Fatal("an answer was used while announcements were not heard")
+		}
+		changes.Listening(true)
+		if kept(c, k) {
+			t.Fatal("an answer kept before a lost connection outlived it")
 		}
 	})
 	t.Run("a prefix is never kept", func(t *testing.T) {

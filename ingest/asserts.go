@@ -103,7 +103,11 @@ func (a *API) registerAsserts() {
 	huma.Register(a.huma, o, func(ctx context.Context, in *assertInput) (*assertOutput, error) {
 		p := principalFrom(ctx)
 		key := newAnswerKey(p.Org.ID, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
-		body, at, ok := a.answers.get(key)
+		// With announced changes, a key whose writes became visible lately gets its answer computed
+		// afresh: the announcement of its write may still be on its way (see NewAnnouncedChanges).
+		fresh := a.answers.changes != nil && a.answers.changes.announced && !p.Anonymous &&
+			a.tracker.WritesFresh(p.KeyID, announcementLag)
+		body, at, ok := a.answers.get(key, fresh)
 		if !ok {
 			res, err := a.assert(ctx, p, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
 			if err != nil {

@@ -22,8 +22,9 @@ type Tracker struct {
 	log     *slog.Logger
 
 	mu      sync.Mutex
-	pending map[string][]string // key ID -> message IDs
-	changed chan struct{}       // closed and replaced on every Notify
+	pending map[string][]string  // key ID -> message IDs
+	seen    map[string]time.Time // key ID -> when some of its writes were last found visible
+	changed chan struct{}        // closed and replaced on every Notify
 }
 
 // NewTracker builds a tracker. maxWait bounds every wait (then the read proceeds, possibly
@@ -33,7 +34,8 @@ func NewTracker(vis Visibility, maxWait, poll time.Duration, log *slog.Logger) *
 	if poll <= 0 {
 		poll = 5 * time.Millisecond
 	}
-	return &Tracker{vis: vis, maxWait: maxWait, poll: poll, log: log, pending: map[string][]string{}, changed: make(chan struct{})}
+	return &Tracker{vis: vis, maxWait: maxWait, poll: poll, log: log, pending: map[string][]string{}, seen: map[string]time.Time{},
+		changed: make(chan struct{})}
 }
 
 // Published records that key published message id.
@@ -54,6 +56,15 @@ func (t *Tracker) Notify() {
 	close(t.changed)
 	t.changed = make(chan struct{})
 	t.mu.Unlock()
+}
+
+// WritesFresh reports whether key has writes not yet known to be visible, or had some found
+// visible in the last d: the reads that must not be answered from anything kept from before.
+func (t *Tracker) WritesFresh(key string, d time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.seen[key]
+	return len(t.pending[key]) > 0 || (ok && time.Since(at) < d)
 }
 
 // Pending reports how many of key's messages are not yet known to be visible.
@@ -136,6 +147,7 @@ func (t *Tracker) forget(key string, ids []string) bool {
 	for _, id := range ids {
 		checked[id] = struct{}{}
 	}
+	t.seen[key] = time.Now()
 	rest := t.pending[key][:0:0]
 	for _, id := range t.pending[key] {
 		if _, ok := checked[id]; !ok {

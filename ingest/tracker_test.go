@@ -99,3 +99,24 @@ func TestTrackerWaitIsBounded(t *testing.T) {
 		t.Fatalf("wait took %v, bound is 50ms", d)
 	}
 }
+
+// TestTrackerWritesFresh: a key's writes count as fresh while pending and for a while after they are found visible.
+func TestTrackerWritesFresh(t *testing.T) {
+	v := &fakeVisibility{visible: map[string]bool{}}
+	tr := newTestTracker(v)
+	if tr.WritesFresh("alice", time.Hour) {
+		t.Fatal("a key that never wrote has fresh writes")
+	}
+	tr.Published("alice", "m1")
+	if !tr.WritesFresh("alice", 0) {
+		t.Fatal("a pending write is not fresh")
+	}
+	v.show("m1")
+	tr.Wait(context.Background(), "alice")
+	if !tr.WritesFresh("alice", time.Hour) {
+		t.Fatal("a write just found visible is not fresh")
+	}
+	if tr.WritesFresh("alice", 0) || tr.WritesFresh("bob", time.Hour) {
+		t.Fatal("writes stay fresh past the window, or for another key")
+	}
+}

@@ -340,6 +340,11 @@ type Tx interface {
 	// MarkDirty records that a trail needs evaluating; the generation it returns lets the
 	// evaluator clear exactly the dirt it has evaluated.
 	MarkDirty(ctx context.Context, trailID string) error
+	// Announce tells other processes, when the transaction commits, what it changed: the
+	// organizations where anything may have changed and the artifacts (organization ID ->
+	// fingerprints) whose evidence was evaluated (see evaluate.Deps.Evaluated). A store whose
+	// readers all live in the evaluator's process may do nothing.
+	Announce(ctx context.Context, orgs []string, artifacts map[string][]string) error
 	// MarkDirtyAll is MarkDirty for distinct trails, in one statement per few thousand.
 	MarkDirtyAll(ctx context.Context, trailIDs []string) error
 	ClearDirty(ctx context.Context, trailID string, generation int64) error

@@ -186,7 +186,12 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, false, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st})
+	// The evaluator announces its commits through PostgreSQL; asserts are answered from memory
+	// while nothing they depend on was announced.
+	changes := ingest.NewAnnouncedChanges()
+	go st.ListenChanges(ctx, changes, log)
+	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
+		Notifications: st, Changes: changes})
 	r.API = api
 	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
 		return fail(err)

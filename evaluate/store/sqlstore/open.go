@@ -57,11 +57,17 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlstore: connect postgres: %w", err)
 	}
 	cache := newStmtCache(db)
-	s := &Store{d: postgresDialect, w: db, r: db, wstmts: cache, rstmts: cache}
+	s := &Store{d: postgresDialect, w: db, r: db, wstmts: cache, rstmts: cache, dsn: dsn}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
+	var schema string
+	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlstore: current schema: %w", err)
+	}
+	s.channel = changesChannel(schema)
 	return s, nil
 }
 

@@ -23,6 +23,9 @@ type Store struct {
 	sent   atomic.Int64
 	// relayMu keeps this process's relays of the trigger outbox one at a time.
 	relayMu sync.Mutex
+	// dsn and channel are PostgreSQL's: where to listen for announced changes, and the
+	// notification channel of this schema (see changes.go). Empty on SQLite.
+	dsn, channel string
 }
 
 // Statements is how many statements (round trips) the store has sent so far.
@@ -54,7 +57,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	// Rolls back when fn fails or panics (a no-op after Commit); a panic must not leave the
 	// transaction open, which on SQLite would hold the only writer connection for good.
 	defer func() { _ = tx.Rollback() }()
-	if err := fn(&txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}}); err != nil {
+	if err := fn(&txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}, channel: s.channel}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {

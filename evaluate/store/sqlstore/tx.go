@@ -15,6 +15,7 @@ import (
 // txn is one evaluator transaction; its reads see its own writes.
 type txn struct {
 	reads
+	channel string // where Announce notifies; empty on SQLite
 }
 
 func (t *txn) exec(ctx context.Context, what, q string, args ...any) (int64, error) {
