@@ -397,7 +397,11 @@ func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
 	if err := errs[trailID]; err != nil {
 		return err
 	}
-	return e.save(ctx, results)
+	if err := e.save(ctx, results); err != nil {
+		return err
+	}
+	e.notify(nil, fingerprintsByOrg(results))
+	return nil
 }
 
 // evaluateMany computes the compliance of trails ids: three queries read what they all start from

@@ -36,6 +36,10 @@ type AssertResult struct {
 	Environment       *string                 `json:"environment,omitempty"`
 	PolicyEvaluations []policyeval.Evaluation `json:"policy_evaluations,omitempty"`
 	AllowListing      *AllowListing           `json:"allow_listing,omitempty"`
+
+	// unsure says a policy could not judge the artifact just now (a time limit, say): the answer
+	// is not kept, so the next assert tries again.
+	unsure bool
 }
 
 // AssertCompliance is an artifact's compliance in one trail (the spec's artifact compliance result).
@@ -103,10 +107,10 @@ func (a *API) registerAsserts() {
 	huma.Register(a.huma, o, func(ctx context.Context, in *assertInput) (*assertOutput, error) {
 		p := principalFrom(ctx)
 		key := newAnswerKey(p.Org.ID, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
-		// With announced changes, a key whose writes became visible lately gets its answer computed
-		// afresh: the announcement of its write may still be on its way (see NewAnnouncedChanges).
-		fresh := a.answers.changes != nil && a.answers.changes.announced && !p.Anonymous &&
-			a.tracker.WritesFresh(p.KeyID, announcementLag)
+		// A key whose writes became visible lately gets its answer computed afresh: its read may
+		// have found them visible before the counts moved (they move after the commit, in this
+		// process a moment later, through announcements a few milliseconds later).
+		fresh := a.answers.changes != nil && !p.Anonymous && a.tracker.WritesFresh(p.KeyID, announcementLag)
 		body, at, ok := a.answers.get(key, fresh)
 		if !ok {
 			res, err := a.assert(ctx, p, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
@@ -116,7 +120,9 @@ func (a *API) registerAsserts() {
 			if body, err = encodeAnswer(res); err != nil {
 				return nil, a.internal(ctx, "encode assert result", err)
 			}
-			a.answers.put(key, at, body)
+			if !res.unsure {
+				a.answers.put(key, at, body)
+			}
 		}
 		return &assertOutput{Body: func(hc huma.Context) {
 			hc.SetHeader("Content-Type", "application/json")
@@ -413,10 +419,11 @@ func (a *API) judgeNow(ctx context.Context, policies []*envpolicy.Policy, env en
 	res.Compliant = true
 	res.PolicyEvaluations = make([]policyeval.Evaluation, len(policies))
 	for i, pol := range policies {
-		e, err := a.evaluateOne(ctx, pol, in)
+		e, failed, err := a.evaluateOne(ctx, pol, in)
 		if err != nil {
 			return err
 		}
+		res.unsure = res.unsure || failed
 		res.PolicyEvaluations[i] = e[0]
 		res.Compliant = res.Compliant && e[0].Compliant
 	}
@@ -425,28 +432,28 @@ func (a *API) judgeNow(ctx context.Context, policies []*envpolicy.Policy, env en
 }
 
 // evaluateOne evaluates every artifact of in against pol, as the API shows evaluations. A policy that fails
-// (other than by the request's end) judges every artifact non-compliant with the reason.
-func (a *API) evaluateOne(ctx context.Context, pol *envpolicy.Policy, in *envpolicy.Input) ([]policyeval.Evaluation, error) {
-	out := make([]policyeval.Evaluation, len(in.Artifacts))
+// (other than by the request's end) judges every artifact non-compliant with the reason, and failed says so.
+func (a *API) evaluateOne(ctx context.Context, pol *envpolicy.Policy, in *envpolicy.Input) (out []policyeval.Evaluation, failed bool, err error) {
+	out = make([]policyeval.Evaluation, len(in.Artifacts))
 	evals, err := a.engine.Evaluate(ctx, pol, in)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		a.log.Warn("ingest: a policy could not judge artifacts", "policy", pol.Name, "version", pol.Version, "err", err)
 		for i := range out {
 			out[i] = policyeval.Evaluation{PolicyName: pol.Name, PolicyVersion: pol.Version, Status: envpolicy.StatusNonCompliant,
 				RuleEvaluations: policyeval.ErrorRules(err.Error())}
 		}
-		return out, nil
+		return out, true, nil
 	}
 	for i, pe := range evals {
 		rules, err := json.Marshal(pe.RuleEvaluations)
 		if err != nil {
-			return nil, a.internal(ctx, "encode rule evaluations", err)
+			return nil, false, a.internal(ctx, "encode rule evaluations", err)
 		}
 		out[i] = policyeval.Evaluation{PolicyName: pe.PolicyName, PolicyVersion: pe.PolicyVersion, Status: pe.Status,
 			Compliant: pe.Compliant, RuleEvaluations: rules}
 	}
-	return out, nil
+	return out, false, nil
 }

@@ -390,17 +390,27 @@ func (a *API) judge(ctx context.Context, p *Principal, kind string, raw []byte, 
 	switch kind {
 	case "generic":
 		// The one field it needs, from the value already split out: decoding the whole body again
-		// was a pass over every byte of user_data.
+		// was a pass over every byte of user_data. encoding/json matches keys regardless of case
+		// (the last match wins); a body with such a key is decoded whole, as before.
 		var compliant *bool
-		if v, ok := att.data["is_compliant"].(json.RawMessage); ok {
-			if err := json.Unmarshal(v, &compliant); err != nil {
-				in := string(v)
-				var te *json.UnmarshalTypeError
-				if errors.As(err, &te) {
-					in = te.Value // as decodeJSONPart names it
-				}
-				return fieldError("is_compliant", "Input should be a valid boolean [input: %s]", in)
+		v, exact := att.data["is_compliant"].(json.RawMessage)
+		if !exact || slices.ContainsFunc(slices.Collect(maps.Keys(att.data)), func(k string) bool {
+			return k != "is_compliant" && strings.EqualFold(k, "is_compliant")
+		}) {
+			var b struct {
+				IsCompliant *bool `json:"is_compliant"`
 			}
+			if err := decodeJSONPart("data_json", raw, &b); err != nil {
+				return err
+			}
+			compliant = b.IsCompliant
+		} else if err := json.Unmarshal(v, &compliant); err != nil {
+			in := string(v)
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				in = te.Value // as decodeJSONPart names it
+			}
+			return fieldError("is_compliant", "Input should be a valid boolean [input: %s]", in)
 		}
 		// The Kosli CLI's --compliant defaults to true, and it always sends the field.
 		att.compliant = compliant == nil || *compliant

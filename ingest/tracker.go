@@ -100,6 +100,9 @@ func (t *Tracker) Wait(ctx context.Context, key string) {
 	}
 }
 
+// maxSeen is the size from which forget drops the old entries of Tracker.seen.
+const maxSeen = 4096
+
 // pruneChunk bounds the IDs of one visibility query (SQLite allows 32766 parameters).
 const pruneChunk = 256
 
@@ -147,7 +150,15 @@ func (t *Tracker) forget(key string, ids []string) bool {
 	for _, id := range ids {
 		checked[id] = struct{}{}
 	}
-	t.seen[key] = time.Now()
+	now := time.Now()
+	if len(t.seen) >= maxSeen { // keys that wrote long ago need no entry
+		for k, at := range t.seen {
+			if now.Sub(at) > time.Minute {
+				delete(t.seen, k)
+			}
+		}
+	}
+	t.seen[key] = now
 	rest := t.pending[key][:0:0]
 	for _, id := range t.pending[key] {
 		if _, ok := checked[id]; !ok {

@@ -146,7 +146,7 @@ func (a *API) whatIf(ctx context.Context, p *Principal, envName, contentType str
 	for i, r := range running {
 		arts[i] = ev.Artifact(r.Name, r.Fingerprint, allowed[r.Fingerprint])
 	}
-	evals, err := a.evaluateOne(ctx, &draft, envpolicy.NewInput(policyeval.Environment(e), arts))
+	evals, _, err := a.evaluateOne(ctx, &draft, envpolicy.NewInput(policyeval.Environment(e), arts))
 	if err != nil {
 		return res, err
 	}

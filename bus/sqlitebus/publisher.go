@@ -108,7 +108,8 @@ type publishReq struct {
 // A commit costs about the same whatever it holds, so under a steady load a
 // leader first lingers: when calls have been arriving faster than one per
 // linger (a moving average of the gaps between them), it waits up to linger
-// for more to join, or until lingerGroup have. A lone call never waits.
+// for more to join, or until lingerGroup have. A call after a quiet spell
+// does not wait: one gap eight times the linger lifts the average above it.
 func (st *dbState) commitPublish(r *publishReq) error {
 	now := time.Now()
 	st.pubMu.Lock()

@@ -18,6 +18,14 @@ import (
 // that committed while it stayed connected. Each schema (one Veritrail installation) has its own
 // channel.
 
+// listenIdle is how long the listener waits for a notification before it checks its connection
+// with a ping that must answer within listenPing: so a connection lost without a word is noticed
+// in about 15 seconds, and kept answers stop being used.
+const (
+	listenIdle = 10 * time.Second
+	listenPing = 5 * time.Second
+)
+
 // maxAnnouncement keeps a notification under PostgreSQL's 8,000-byte payload limit; a larger
 // announcement names the organizations of its artifacts instead.
 const maxAnnouncement = 7000
@@ -103,7 +111,21 @@ func (s *Store) listen(ctx context.Context, l ChangeListener) error {
 	}
 	l.Listening(true)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, listenIdle)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+			// Quiet for a while: make sure the connection is still there (a connection dropped
+			// halfway, by a NAT or a failover, would otherwise go unnoticed for many minutes,
+			// while announcements are lost).
+			pctx, cancel := context.WithTimeout(ctx, listenPing)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("wait: %w", err)
 		}
