@@ -77,6 +77,7 @@ type AssertResult struct {
 
 // AssertSettings are the effective settings of an assert run.
 type AssertSettings struct {
+	Mode        string `json:"mode"`
 	Duration    string `json:"duration"`
 	Warmup      string `json:"warmup"`
 	Concurrency int    `json:"concurrency"`
@@ -138,13 +139,18 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 	fmt.Fprintf(cfg.Progress, "bench: assert phase 1: %.0f/s, p50 %.2f ms, p99 %.2f ms\n", res.Bare.PerSecond, res.Bare.P50ms, res.Bare.P99ms)
 
 	runtime.GC()
-	pr, err := startProduct(ctx, cfg)
+	start, mode := startProduct, "embedded"
+	if cfg.Postgres != "" {
+		start, mode = startDistributed, "distributed (ingest and evaluate on kfake and PostgreSQL)"
+	}
+	pr, err := start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer pr.close()
-	fmt.Fprintf(cfg.Progress, "bench: assert phases: embedded Veritrail on %s, %d artifacts running in prod with %d policies\n",
-		pr.r.Addr, assertArtifacts, len(assertPolicies))
+	res.Settings.Mode = mode
+	fmt.Fprintf(cfg.Progress, "bench: assert phases: %s Veritrail on %s, %d artifacts running in prod with %d policies\n",
+		mode, pr.r.Addr, assertArtifacts, len(assertPolicies))
 	if err := prepareAsserts(ctx, pr, fps); err != nil {
 		return nil, err
 	}
@@ -356,6 +362,7 @@ func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(
 func (r *AssertResult) WriteTable(w io.Writer) error {
 	m, s := r.Machine, r.Settings
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s %s/%s\n", m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch)
+	fmt.Fprintf(w, "mode:    %s\n", s.Mode)
 	fmt.Fprintf(w, "load:    %d clients, %s per phase after %s of warm-up; asserts round-robin over %d artifacts running with %d policies\n\n",
 		s.Concurrency, s.Duration, s.Warmup, s.Artifacts, s.Policies)
 	const row = "%-34s %8s %8s %8s %8s %8s %8s %7s\n"

@@ -3,9 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, to see whether PostgreSQL is there
 )
 
 // TestRunAssert runs the assert phases for a moment: the numbers mean nothing at this length; the test proves that
@@ -33,5 +37,39 @@ func TestRunAssert(t *testing.T) {
 	var table bytes.Buffer
 	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "environment-scope assert / bare GET") {
 		t.Errorf("table: %v\n%s", err, table.String())
+	}
+}
+
+// TestRunAssertDistributed runs the assert phases for a moment against ingest and evaluate on kfake and PostgreSQL.
+func TestRunAssertDistributed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the distributed tiers")
+	}
+	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	if db, err := sql.Open("pgx", dsn); err != nil || db.Ping() != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL is unreachable under CI: %v", err)
+		}
+		t.Skip("PostgreSQL is unreachable")
+	} else {
+		db.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := RunAssert(ctx, Config{Duration: 200 * time.Millisecond, Concurrency: 2, Progress: &progress, Postgres: dsn})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	if !strings.Contains(res.Settings.Mode, "distributed") {
+		t.Errorf("mode %q", res.Settings.Mode)
+	}
+	for name, p := range map[string]Phase{"environment": res.Environment, "flow": res.Flow, "policy": res.Policy, "changing": res.Changing} {
+		if p.OK == 0 || p.Errors != 0 {
+			t.Errorf("%s: %+v", name, p)
+		}
 	}
 }

@@ -55,6 +55,10 @@ type Config struct {
 
 	// NotifyReports is the number of measured reports of RunNotify (default 200).
 	NotifyReports int
+
+	// Postgres, when set, makes RunAssert measure the distributed mode (ingest and evaluate on an
+	// in-process Kafka and a fresh schema of this PostgreSQL) instead of the embedded one.
+	Postgres string
 }
 
 func (c *Config) defaults() error {
