@@ -1,6 +1,10 @@
 package sdk
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -50,4 +54,35 @@ func (h *HTTPClient) Client() *http.Client {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.client
+}
+
+// PostJSON posts body, a JSON document, to rawURL with header (Content-Type is set) and
+// classifies the outcome: a URL that does not parse is a permanent configuration failure, a
+// transport error is what ClassifyRequestError says, an answer what CheckResponse says. Errors
+// name the URL without its credentials.
+func (h *HTTPClient) PostJSON(ctx context.Context, rawURL string, body []byte, header http.Header) error {
+	u, err := safehttp.ParseURL(rawURL)
+	if err != nil {
+		return Permanent(ReasonConfig, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return Permanent(ReasonConfig, err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.Client().Do(req)
+	if err != nil {
+		return ClassifyRequestError(fmt.Errorf("post to %s: %w", u.Redacted(), err))
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+		_ = resp.Body.Close()
+	}()
+	if err := CheckResponse(resp, time.Now()); err != nil {
+		return fmt.Errorf("post to %s: %w", u.Redacted(), err)
+	}
+	return nil
 }

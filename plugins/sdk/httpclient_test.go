@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -31,5 +32,35 @@ func TestHTTPClient(t *testing.T) {
 		if err := h.Configure(bad); err == nil {
 			t.Errorf("Configure(%v) accepted", bad)
 		}
+	}
+}
+
+// TestPostJSON: the headers given and the content type reach the receiver, and each outcome is classified.
+func TestPostJSON(t *testing.T) {
+	status := http.StatusNoContent
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	h := NewHTTPClient()
+	if err := h.Configure(Settings{"allow_private": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := h.PostJSON(ctx, srv.URL, []byte(`{}`), http.Header{"X-Test": {"1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Get("X-Test") != "1" || got.Get("Content-Type") != "application/json" {
+		t.Fatalf("headers received: %v", got)
+	}
+	var f *Failure
+	status = http.StatusServiceUnavailable
+	if err := h.PostJSON(ctx, srv.URL, []byte(`{}`), nil); !errors.As(err, &f) || !f.Retryable {
+		t.Fatalf("503: %v", err)
+	}
+	if err := h.PostJSON(ctx, "ftp://example.com/x", []byte(`{}`), nil); !errors.As(err, &f) || f.Retryable || f.Reason != ReasonConfig {
+		t.Fatalf("a URL that is not http(s): %v", err)
 	}
 }

@@ -12,17 +12,13 @@
 package chat
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/veritrail/veritrail/plugins/sdk"
-	"github.com/veritrail/veritrail/plugins/sdk/safehttp"
 )
 
 // Notifier delivers to Slack and Teams targets. The zero value is not usable; call New.
@@ -56,32 +52,12 @@ func (n *Notifier) Notify(ctx context.Context, msg *sdk.Notification) error {
 	default:
 		return sdk.Permanent(sdk.ReasonConfig, fmt.Errorf("chat: target type %q is neither %s nor %s", msg.Target.Type, sdk.TargetSlack, sdk.TargetTeams))
 	}
-	u, err := safehttp.ParseURL(msg.Target.URL)
-	if err != nil {
-		return sdk.Permanent(sdk.ReasonConfig, fmt.Errorf("chat: %w", err))
-	}
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return sdk.Permanent(sdk.ReasonConfig, fmt.Errorf("chat: encode message: %w", err))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(raw))
-	if err != nil {
-		return sdk.Permanent(sdk.ReasonConfig, fmt.Errorf("chat: %w", err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "Veritrail-Chat/1")
-
-	client := n.http.Client()
-	resp, err := client.Do(req)
-	if err != nil {
-		return sdk.ClassifyRequestError(fmt.Errorf("chat: post to %s: %w", u.Redacted(), err))
-	}
-	defer func() {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		_ = resp.Body.Close()
-	}()
-	if err := sdk.CheckResponse(resp, time.Now()); err != nil {
-		return fmt.Errorf("chat: post to %s: %w", u.Redacted(), err)
+	if err := n.http.PostJSON(ctx, msg.Target.URL, raw, http.Header{"User-Agent": {"Veritrail-Chat/1"}}); err != nil {
+		return fmt.Errorf("chat: %w", err)
 	}
 	return nil
 }

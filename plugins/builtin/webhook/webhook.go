@@ -23,7 +23,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -31,14 +30,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/veritrail/veritrail/plugins/sdk"
-	"github.com/veritrail/veritrail/plugins/sdk/safehttp"
 )
 
 // Headers of a webhook request.
@@ -71,38 +68,20 @@ func (n *Notifier) Configure(_ context.Context, settings map[string]string) erro
 
 // Notify makes one POST of the payload to the target.
 func (n *Notifier) Notify(ctx context.Context, msg *sdk.Notification) error {
-	u, err := safehttp.ParseURL(msg.Target.URL)
-	if err != nil {
-		return sdk.Permanent(sdk.ReasonConfig, fmt.Errorf("webhook: %w", err))
-	}
 	body, err := json.Marshal(msg.Payload)
 	if err != nil {
 		return sdk.Permanent(sdk.ReasonConfig, fmt.Errorf("webhook: encode payload: %w", err))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return sdk.Permanent(sdk.ReasonConfig, fmt.Errorf("webhook: %w", err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "Veritrail-Webhook/1")
-	req.Header.Set(HeaderDelivery, msg.Payload.DeliveryID)
-	req.Header.Set(HeaderEvent, string(msg.Payload.Event.Trigger))
-	req.Header.Set(HeaderSchemaVersion, strconv.Itoa(msg.Payload.SchemaVersion))
+	header := http.Header{}
+	header.Set("User-Agent", "Veritrail-Webhook/1")
+	header.Set(HeaderDelivery, msg.Payload.DeliveryID)
+	header.Set(HeaderEvent, string(msg.Payload.Event.Trigger))
+	header.Set(HeaderSchemaVersion, strconv.Itoa(msg.Payload.SchemaVersion))
 	if msg.Target.Secret != "" {
-		req.Header.Set(HeaderSignature, Sign([]byte(msg.Target.Secret), time.Now().Unix(), body))
+		header.Set(HeaderSignature, Sign([]byte(msg.Target.Secret), time.Now().Unix(), body))
 	}
-
-	client := n.http.Client()
-	resp, err := client.Do(req)
-	if err != nil {
-		return sdk.ClassifyRequestError(fmt.Errorf("webhook: post to %s: %w", u.Redacted(), err))
-	}
-	defer func() {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-		_ = resp.Body.Close()
-	}()
-	if err := sdk.CheckResponse(resp, time.Now()); err != nil {
-		return fmt.Errorf("webhook: post to %s: %w", u.Redacted(), err)
+	if err := n.http.PostJSON(ctx, msg.Target.URL, body, header); err != nil {
+		return fmt.Errorf("webhook: %w", err)
 	}
 	return nil
 }
