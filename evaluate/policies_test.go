@@ -10,40 +10,9 @@ import (
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/contract"
 	"github.com/veritrail/veritrail/policies/envpolicy"
+	"github.com/veritrail/veritrail/policies/envpolicy/envpolicytest"
 	"github.com/veritrail/veritrail/policies/template"
 )
-
-// The three policies of envpolicy's benchmarks: built-in rules with an exception, attestation rules with
-// conditions on flow tags, and a decision for a control.
-var benchPolicyFiles = []string{`_schema: https://kosli.com/schemas/policy/environment/v1
-artifacts:
-  provenance:
-    required: true
-    exceptions:
-      - if: ${{ matches(artifact.name, "^datadog:") }}
-  trail-compliance:
-    required: true
-`, `_schema: https://kosli.com/schemas/policy/environment/v1
-artifacts:
-  attestations:
-    - name: snyk
-      type: snyk
-      if: ${{ flow.tags.risk-level == "high" }}
-    - name: unit-tests
-      type: junit
-    - name: "*"
-      type: pull_request
-      must_be_compliant: false
-      if: ${{ flow.tags.tier >= 2 and not flow.name in ["sandbox", "docs"] }}
-`, `_schema: https://kosli.com/schemas/policy/environment/v1
-artifacts:
-  provenance:
-    required: true
-  attestations:
-    - name: release
-      type: decision
-      for_control: change-approval
-`}
 
 func (f *envFixture) policy(tb testing.TB, name, content string) {
 	tb.Helper()
@@ -186,7 +155,7 @@ func TestPolicyVerdictsFollowEvidence(t *testing.T) {
 // the others keep their verdict, evaluation time included.
 func TestUnchangedArtifactsKeepTheirEvaluations(t *testing.T) {
 	f := newEnvFixture(t, 4)
-	for i, src := range benchPolicyFiles {
+	for i, src := range envpolicytest.Policies() {
 		f.policy(t, fmt.Sprint("p", i), src)
 	}
 	f.attach(t, "env-1", false, "p0", "p1", "p2")
@@ -354,7 +323,7 @@ func newPolicyFixture(tb testing.TB, n int) *envFixture {
 			tb.Fatal(err)
 		}
 	}
-	for i, src := range benchPolicyFiles {
+	for i, src := range envpolicytest.Policies() {
 		f.policy(tb, fmt.Sprint("policy-", i), src)
 	}
 	f.attach(tb, "env-1", false, "policy-0", "policy-1", "policy-2")

@@ -7,40 +7,12 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/veritrail/veritrail/policies/envpolicy/envpolicytest"
 	"github.com/veritrail/veritrail/policies/rego"
 )
 
-// benchPolicies are three policies of the kinds environments use: the built-in rules with an exception, attestation
-// rules with conditions on flow tags, and a decision for a control.
-var benchPolicies = []string{`_schema: https://kosli.com/schemas/policy/environment/v1
-artifacts:
-  provenance:
-    required: true
-    exceptions:
-      - if: ${{ matches(artifact.name, "^datadog:") }}
-  trail-compliance:
-    required: true
-`, `_schema: https://kosli.com/schemas/policy/environment/v1
-artifacts:
-  attestations:
-    - name: snyk
-      type: snyk
-      if: ${{ flow.tags.risk-level == "high" }}
-    - name: unit-tests
-      type: junit
-    - name: "*"
-      type: pull_request
-      must_be_compliant: false
-      if: ${{ flow.tags.tier >= 2 and not flow.name in ["sandbox", "docs"] }}
-`, `_schema: https://kosli.com/schemas/policy/environment/v1
-artifacts:
-  provenance:
-    required: true
-  attestations:
-    - name: release
-      type: decision
-      for_control: change-approval
-`}
+// benchPolicies are the shared policies of envpolicytest.
+var benchPolicies = envpolicytest.Policies()
 
 // benchArtifacts is a snapshot of n artifacts, each reported in one trail of one of 20 flows with a pull request,
 // tests, a scan, an SBOM and a decision, all compliant but for every 10th artifact's trail.
