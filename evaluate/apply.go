@@ -258,24 +258,11 @@ func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (stri
 }
 
 func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (string, error) {
-	if e.Attestation == nil {
-		return "", permanent("attestation without body")
-	}
-	trailID, err := trailFor(ctx, tx, e, e.Attestation.FlowID, e.Attestation.TrailName, false)
+	trails, err := applyAttestations(ctx, tx, []*contract.Envelope{e})
 	if err != nil {
 		return "", err
 	}
-	rec, ev, err := attestationRows(e, trailID)
-	if err != nil {
-		return "", err
-	}
-	if err := tx.InsertAttestation(ctx, rec); err != nil {
-		return "", err
-	}
-	if err := tx.TouchTrail(ctx, trailID, e.At); err != nil {
-		return "", err
-	}
-	return trailID, tx.AppendTrailEvent(ctx, ev, e.At)
+	return trails[0], nil
 }
 
 // applyAttestations applies a run of attestation messages (a batch's consecutive ones) with a
