@@ -295,14 +295,15 @@ func (r reads) TrailIDs(ctx context.Context, keys []store.TrailKey) (map[store.T
 }
 
 func (r reads) TrailToEvaluate(ctx context.Context, id string) (int64, string, error) {
-	var gen sql.NullInt64
-	var tid string
-	err := r.row(ctx, `SELECT d.generation, t.template_id FROM trails t LEFT JOIN dirty_trails d ON d.trail_id = t.id
-		WHERE t.id = ?`, id).Scan(&gen, &tid)
+	starts, err := r.TrailsToEvaluate(ctx, []string{id})
 	if err != nil {
-		return 0, "", notFound(err, "trail "+id)
+		return 0, "", err
 	}
-	return gen.Int64, tid, nil
+	st, ok := starts[id]
+	if !ok {
+		return 0, "", fmt.Errorf("sqlstore: trail %s: %w", id, store.ErrNotFound)
+	}
+	return st.Generation, st.TemplateID, nil
 }
 
 func (r reads) TrailsToEvaluate(ctx context.Context, ids []string) (map[string]store.EvaluationStart, error) {
@@ -524,24 +525,8 @@ func (r reads) TrailAttestations(ctx context.Context, trailID string) ([]store.A
 }
 
 func (r reads) TrailAttestationFacts(ctx context.Context, trailID string) ([]store.AttestationFact, error) {
-	rows, err := r.rows(ctx, `SELECT id, name, type, is_compliant, artifact_fingerprint, target_artifact, overrides_id, created_at
-		FROM attestations WHERE trail_id = ? ORDER BY seq`, trailID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: trail attestation facts: %w", err)
-	}
-	defer rows.Close()
-	var out []store.AttestationFact
-	for rows.Next() {
-		var a store.AttestationFact
-		var compliant int
-		if err := rows.Scan(&a.ID, &a.Name, &a.Type, &compliant, &a.ArtifactFingerprint, &a.TargetArtifact,
-			&a.OverridesID, &a.CreatedAt); err != nil {
-			return nil, fmt.Errorf("sqlstore: trail attestation facts: %w", err)
-		}
-		a.IsCompliant = compliant != 0
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	facts, err := r.TrailAttestationFactsByIDs(ctx, []string{trailID})
+	return facts[trailID], err
 }
 
 func (r reads) AttestationByID(ctx context.Context, orgID, id string) (store.Attestation, error) {
