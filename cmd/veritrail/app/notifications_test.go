@@ -3,19 +3,12 @@ package app
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +26,7 @@ import (
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/plugins/builtin/webhook"
+	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
 )
 
@@ -290,27 +284,7 @@ func (s *smtpSession) Logout() error { return nil }
 // own; it returns the e-mail notifier's settings for it and the messages it accepts.
 func smtpServer(t *testing.T) (map[string]string, <-chan smtpMessage) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "veritrail e2e smtp"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert, certPEM := plugintest.SelfSignedCert(t)
 	caFile := filepath.Join(t.TempDir(), "smtp-ca.pem")
 	if err := os.WriteFile(caFile, certPEM, 0o600); err != nil {
 		t.Fatal(err)

@@ -2,16 +2,9 @@ package email_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
 	"mime"
 	"mime/quotedprintable"
 	"net"
@@ -29,41 +22,6 @@ import (
 	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
 )
-
-// testCert returns a self-signed certificate for 127.0.0.1 and localhost, and its PEM.
-func testCert(t *testing.T) (tls.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "veritrail test smtp"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"localhost"},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, certPEM
-}
 
 // received is one message as the server saw it.
 type received struct {
@@ -137,7 +95,7 @@ func (s *session) Logout() error { return nil }
 // port, the CA file that trusts it, and the messages it accepts.
 func server(t *testing.T, b behaviour) (port, caFile string, got <-chan received) {
 	t.Helper()
-	cert, certPEM := testCert(t)
+	cert, certPEM := plugintest.SelfSignedCert(t)
 	ch := make(chan received, 16)
 	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		return &session{conn: c, b: b, got: ch}, nil
