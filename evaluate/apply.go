@@ -296,10 +296,14 @@ func applyAttestations(ctx context.Context, tx store.Tx, run []*contract.Envelop
 		events[i].At = e.At
 		trails[i], touched[id] = id, e.At // the last message's time, as TouchTrail one by one leaves it
 	}
-	if err := tx.InsertAttestations(ctx, recs); err != nil {
+	// The trails are touched first: on PostgreSQL that locks their rows until commit, so two
+	// transactions adding to one trail (two evaluators during a partition handover) take turns, and
+	// a trail's attestations are numbered in the order they commit, which the evaluator's fact
+	// cache relies on (store.PolicyReader.TrailAttestationFactsAfter).
+	if err := tx.TouchTrails(ctx, touched); err != nil {
 		return nil, err
 	}
-	if err := tx.TouchTrails(ctx, touched); err != nil {
+	if err := tx.InsertAttestations(ctx, recs); err != nil {
 		return nil, err
 	}
 	return trails, tx.AppendTrailEvents(ctx, events, 0)

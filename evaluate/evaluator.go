@@ -25,6 +25,9 @@ import (
 type Config struct {
 	// TemplateCacheSize bounds the parsed templates kept in memory.
 	TemplateCacheSize int
+	// FactCacheSize bounds the attestation facts of recently evaluated trails kept in memory
+	// (about 200 bytes each); 0 means 262,144.
+	FactCacheSize int
 }
 
 // Deps are what the evaluator needs.
@@ -55,6 +58,7 @@ type Deps struct {
 type Evaluator struct {
 	d         Deps
 	templates *lru.Cache[string, *template.Template]
+	facts     *factCache
 	policies  *policyJudge
 
 	evaluations atomic.Int64 // trail evaluations committed, for tests and metrics
@@ -75,6 +79,9 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 	if cfg.TemplateCacheSize <= 0 {
 		cfg.TemplateCacheSize = 1024
 	}
+	if cfg.FactCacheSize <= 0 {
+		cfg.FactCacheSize = 1 << 18
+	}
 	templates, err := lru.New[string, *template.Template](cfg.TemplateCacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: template cache: %w", err)
@@ -82,6 +89,7 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 	return &Evaluator{
 		d:         d,
 		templates: templates,
+		facts:     newFactCache(cfg.FactCacheSize),
 		policies:  newPolicyJudge(d.Policies),
 		dirty:     map[string]struct{}{},
 		wake:      make(chan struct{}, 1),
@@ -442,7 +450,7 @@ func (e *Evaluator) evaluateMany(ctx context.Context, ids []string) ([]trailResu
 	if len(present) == 0 {
 		return results, errs
 	}
-	facts, err := r.TrailAttestationFactsByIDs(ctx, present)
+	facts, err := e.facts.read(ctx, r, present)
 	if err != nil {
 		failAll(present, err)
 		return results, errs

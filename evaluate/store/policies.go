@@ -164,6 +164,12 @@ type PolicyReader interface {
 	SnapshotPolicies(ctx context.Context, envID string, index int) ([]SnapshotPolicy, error)
 	// TrailAttestationFactsByIDs is TrailAttestationFacts of several trails in one query, by trail ID.
 	TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string) (map[string][]AttestationFact, error)
+	// TrailAttestationFactsAfter is TrailAttestationFactsByIDs of only the attestations each trail of after
+	// gained beyond the position given for it (0: all of them). It also answers, for each trail that has any,
+	// the position of its last attestation, to pass next time. Attestations are never changed or removed,
+	// and a trail's attestations take positions in the order their transactions commit, so facts read
+	// before plus those read after their last position are the trail's facts now.
+	TrailAttestationFactsAfter(ctx context.Context, after map[string]int64) (map[string][]AttestationFact, map[string]int64, error)
 	// DecisionControls maps each decision attestation of ids to the control it names.
 	DecisionControls(ctx context.Context, ids []string) (map[string]string, error)
 }

@@ -507,6 +507,40 @@ func (r reads) TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string
 	return out, err
 }
 
+func (r reads) TrailAttestationFactsAfter(ctx context.Context, after map[string]int64) (map[string][]store.AttestationFact, map[string]int64, error) {
+	out, last := map[string][]store.AttestationFact{}, map[string]int64{}
+	err := inChunks(slices.Sorted(maps.Keys(after)), 2, func(part []string) error {
+		args := make([]any, 0, 2*len(part))
+		for _, id := range part {
+			args = append(args, id, after[id])
+		}
+		// Each (trail, position) row is an index range on attestations_trail_facts.
+		rows, err := r.rows(ctx, oneOff+`SELECT a.trail_id, a.seq, a.id, a.name, a.type, a.is_compliant, a.artifact_fingerprint,
+			a.target_artifact, a.overrides_id, a.created_at
+			FROM (VALUES `+typedRows(len(part), "?", "CAST(? AS BIGINT)")+`) AS w
+			JOIN attestations a ON a.trail_id = w.column1 AND a.seq > w.column2 ORDER BY a.trail_id, a.seq`, args...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: attestation facts after: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var trail string
+			var seq int64
+			var a store.AttestationFact
+			var compliant int
+			if err := rows.Scan(&trail, &seq, &a.ID, &a.Name, &a.Type, &compliant, &a.ArtifactFingerprint, &a.TargetArtifact,
+				&a.OverridesID, &a.CreatedAt); err != nil {
+				return fmt.Errorf("sqlstore: attestation facts after: %w", err)
+			}
+			a.IsCompliant = compliant != 0
+			out[trail] = append(out[trail], a)
+			last[trail] = seq
+		}
+		return rows.Err()
+	})
+	return out, last, err
+}
+
 func (r reads) DecisionControls(ctx context.Context, ids []string) (map[string]string, error) {
 	out := map[string]string{}
 	err := inChunks(ids, 1, func(part []string) error {
@@ -781,6 +815,10 @@ func (s *Store) PolicyEvaluations(ctx context.Context, orgID string, hashes []st
 
 func (s *Store) TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string) (map[string][]store.AttestationFact, error) {
 	return s.reader().TrailAttestationFactsByIDs(ctx, trailIDs)
+}
+
+func (s *Store) TrailAttestationFactsAfter(ctx context.Context, after map[string]int64) (map[string][]store.AttestationFact, map[string]int64, error) {
+	return s.reader().TrailAttestationFactsAfter(ctx, after)
 }
 
 func (s *Store) DecisionControls(ctx context.Context, ids []string) (map[string]string, error) {

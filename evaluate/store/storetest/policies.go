@@ -366,6 +366,41 @@ func testAttestationFactsByTrails(t *testing.T, e *env) {
 	if len(facts) != 2 || !reflect.DeepEqual(facts["trail-1"], one) || len(facts["trail-2"]) != 1 || facts["trail-2"][0].ID != "att-2" {
 		t.Errorf("TrailAttestationFactsByIDs = %+v, want trail-1 as TrailAttestationFacts gives it and trail-2's one", facts)
 	}
+
+	// Read from the start, then only what each trail gained after the position it answered.
+	all, last, err := e.s.TrailAttestationFactsAfter(e.ctx, map[string]int64{"trail-1": 0, "trail-2": 0, "trail-none": 0})
+	must(t, "TrailAttestationFactsAfter", err)
+	if !reflect.DeepEqual(all, facts) || len(last) != 2 || last["trail-1"] <= last["trail-2"] {
+		t.Errorf("TrailAttestationFactsAfter(0) = %+v, %v; want %+v and trail-1's position beyond trail-2's", all, last, facts)
+	}
+	e.attestation(t, t1, "att-4", "tests", t0+4)
+	e.attestation(t, t2, "att-5", "scan", t0+5)
+	e.attestation(t, t1, "att-6", "scan", t0+6)
+	more, last2, err := e.s.TrailAttestationFactsAfter(e.ctx, map[string]int64{"trail-1": last["trail-1"], "trail-2": last["trail-2"]})
+	must(t, "TrailAttestationFactsAfter", err)
+	var got []string
+	for _, trail := range []string{"trail-1", "trail-2"} {
+		for _, a := range more[trail] {
+			got = append(got, trail+":"+a.ID)
+		}
+	}
+	if want := []string{"trail-1:att-4", "trail-1:att-6", "trail-2:att-5"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("TrailAttestationFactsAfter(last) = %v, want %v", got, want)
+	}
+	if last2["trail-1"] <= last["trail-1"] || last2["trail-2"] <= last["trail-2"] {
+		t.Errorf("TrailAttestationFactsAfter positions %v after %v: want both beyond", last2, last)
+	}
+	whole, err := e.s.TrailAttestationFacts(e.ctx, "trail-1")
+	must(t, "TrailAttestationFacts", err)
+	if joined := append(slices.Clone(all["trail-1"]), more["trail-1"]...); !reflect.DeepEqual(joined, whole) {
+		t.Errorf("facts read in two parts = %+v, want the trail's facts %+v", joined, whole)
+	}
+	none, nonePos, err := e.s.TrailAttestationFactsAfter(e.ctx, map[string]int64{"trail-1": last2["trail-1"]})
+	must(t, "TrailAttestationFactsAfter", err)
+	if len(none) != 0 || len(nonePos) != 0 {
+		t.Errorf("TrailAttestationFactsAfter(its last position) = %v, %v; want nothing", none, nonePos)
+	}
+
 	controls, err := e.s.DecisionControls(e.ctx, []string{"att-3", "att-1"})
 	must(t, "DecisionControls", err)
 	if !reflect.DeepEqual(controls, map[string]string{"att-3": "CTL-1"}) {

@@ -1,0 +1,88 @@
+package evaluate
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+)
+
+// factCache keeps the attestation facts of recently evaluated trails, so that evaluating a trail
+// again reads only the attestations it gained since: a busy trail's whole history was read at
+// every evaluation, the largest cost per message in the bench's profile, growing with the trail.
+// What it keeps stays true because attestations are never changed or removed and a trail's
+// attestations take positions in the order they commit (store.PolicyReader.TrailAttestationFactsAfter).
+// It is bounded by the number of facts kept in all, dropping the trails evaluated longest ago.
+type factCache struct {
+	mu    sync.Mutex
+	limit int // facts kept in all
+	size  int
+	lru   *lru.Cache[string, trailFacts]
+}
+
+// trailFacts are a trail's facts up to the attestation at position last.
+type trailFacts struct {
+	last  int64
+	facts []store.AttestationFact
+}
+
+func newFactCache(limit int) *factCache {
+	c := &factCache{limit: limit}
+	// The count bound is never what evicts (a trail holds at least one fact when kept); size is.
+	c.lru, _ = lru.NewWithEvict(max(limit, 1), func(_ string, v trailFacts) { c.size -= len(v.facts) })
+	return c
+}
+
+// read answers the facts of trails: what is kept of them plus what they gained since, from r.
+func (c *factCache) read(ctx context.Context, r store.Reader, trails []string) (map[string][]store.AttestationFact, error) {
+	base := make(map[string]trailFacts, len(trails))
+	after := make(map[string]int64, len(trails))
+	c.mu.Lock()
+	for _, id := range trails {
+		kept, _ := c.lru.Get(id)
+		base[id], after[id] = kept, kept.last
+	}
+	c.mu.Unlock()
+
+	fresh, last, err := r.TrailAttestationFactsAfter(ctx, after)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]store.AttestationFact, len(trails))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range trails {
+		now := base[id]
+		if pos, ok := last[id]; ok {
+			// Clipped, so that the slice handed out earlier is never written by this append.
+			now = trailFacts{last: pos, facts: append(slices.Clip(now.facts), fresh[id]...)}
+		}
+		if len(now.facts) > 0 {
+			out[id] = now.facts
+			c.keep(id, now)
+		}
+	}
+	return out, nil
+}
+
+// keep stores a trail's facts unless what is kept of it is newer (another evaluation of the same
+// trail, by EvaluateTrail, may have read further meanwhile).
+func (c *factCache) keep(id string, f trailFacts) {
+	if kept, ok := c.lru.Peek(id); ok {
+		if kept.last > f.last {
+			return
+		}
+		c.lru.Remove(id)
+	}
+	if len(f.facts) > c.limit {
+		return
+	}
+	c.lru.Add(id, f)
+	c.size += len(f.facts)
+	for c.size > c.limit {
+		c.lru.RemoveOldest()
+	}
+}
