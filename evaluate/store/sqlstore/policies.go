@@ -482,29 +482,14 @@ func (r reads) SnapshotPolicies(ctx context.Context, envID string, index int) ([
 	return out, nil
 }
 
+// TrailAttestationFactsByIDs is the positional read from every trail's start.
 func (r reads) TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string) (map[string][]store.AttestationFact, error) {
-	out := map[string][]store.AttestationFact{}
-	err := inChunks(slices.Compact(slices.Sorted(slices.Values(trailIDs))), 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOff+`SELECT trail_id, id, name, type, is_compliant, artifact_fingerprint, target_artifact,
-			overrides_id, created_at FROM attestations WHERE trail_id IN (`+placeholders(len(part))+`) ORDER BY trail_id, seq`, anys(part)...)
-		if err != nil {
-			return fmt.Errorf("sqlstore: attestation facts by trails: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var trail string
-			var a store.AttestationFact
-			var compliant int
-			if err := rows.Scan(&trail, &a.ID, &a.Name, &a.Type, &compliant, &a.ArtifactFingerprint, &a.TargetArtifact,
-				&a.OverridesID, &a.CreatedAt); err != nil {
-				return fmt.Errorf("sqlstore: attestation facts by trails: %w", err)
-			}
-			a.IsCompliant = compliant != 0
-			out[trail] = append(out[trail], a)
-		}
-		return rows.Err()
-	})
-	return out, err
+	after := make(map[string]int64, len(trailIDs))
+	for _, id := range trailIDs {
+		after[id] = 0
+	}
+	facts, _, err := r.TrailAttestationFactsAfter(ctx, after)
+	return facts, err
 }
 
 func (r reads) TrailAttestationFactsAfter(ctx context.Context, after map[string]int64) (map[string][]store.AttestationFact, map[string]int64, error) {
