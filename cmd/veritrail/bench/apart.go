@@ -68,7 +68,13 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 		contentType: contentType, body: body, want: 201}
 	var accepted atomic.Int64 // every attestation the evaluator will have to apply
 	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, &accepted)
+	stopProfile, err := startProfileOf(cfg, ProfileIngestAlone)
+	if err != nil {
+		stop()
+		return nil, err
+	}
 	a := &Apart{Ingest: hammer(ctx, t, cfg.Concurrency, cfg.Duration, &accepted)}
+	stopProfile()
 	client.CloseIdleConnections()
 	if err := stop(); err != nil {
 		return nil, err
@@ -78,6 +84,11 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 	}
 	fmt.Fprintf(cfg.Progress, "bench: phase 4: ingest alone %.0f/s; starting the evaluator on the backlog\n", a.Ingest.PerSecond)
 
+	stopProfile, err = startProfileOf(cfg, ProfileEvaluatorAlone)
+	if err != nil {
+		return nil, err
+	}
+	defer stopProfile()
 	start := time.Now()
 	pr, err = startProductIn(ctx, cfg, dir, secret)
 	if err != nil {

@@ -43,8 +43,12 @@ type Config struct {
 	Progress io.Writer
 	// Apart adds a phase that measures each tier alone (see Apart).
 	Apart bool
-	// CPUProfile, when set, receives a CPU profile of the measured ingest phase and its drain.
+	// CPUProfile, when set, receives a CPU profile of the measured ingest phase and its drain,
+	// or of the phase ProfilePhase names.
 	CPUProfile io.Writer
+	// ProfilePhase picks the phase CPUProfile covers in Run: ProfileCombined (default),
+	// ProfileIngestAlone or ProfileEvaluatorAlone (the last two need Apart).
+	ProfilePhase string
 
 	// SnapshotArtifacts is the number of items (pods) of each snapshot report of RunSnapshots
 	// (default 200).
@@ -61,7 +65,25 @@ type Config struct {
 	Postgres string
 }
 
+// The phases of Run that Config.ProfilePhase can name.
+const (
+	ProfileCombined       = "combined"
+	ProfileIngestAlone    = "ingest-alone"
+	ProfileEvaluatorAlone = "evaluator-alone"
+)
+
 func (c *Config) defaults() error {
+	switch c.ProfilePhase {
+	case "":
+		c.ProfilePhase = ProfileCombined
+	case ProfileCombined:
+	case ProfileIngestAlone, ProfileEvaluatorAlone:
+		if !c.Apart {
+			return fmt.Errorf("bench: profile phase %q needs the tiers apart (--apart)", c.ProfilePhase)
+		}
+	default:
+		return fmt.Errorf("bench: unknown profile phase %q (want %s, %s or %s)", c.ProfilePhase, ProfileCombined, ProfileIngestAlone, ProfileEvaluatorAlone)
+	}
 	if c.Duration <= 0 {
 		c.Duration = 10 * time.Second
 	}

@@ -159,7 +159,7 @@ func runIngest(ctx context.Context, cfg Config, body []byte, contentType string,
 	}
 	logs.reset() // count what the measured load causes, not the setup
 
-	stopProfile, err := startProfile(cfg)
+	stopProfile, err := startProfileOf(cfg, ProfileCombined)
 	if err != nil {
 		return err
 	}
@@ -180,6 +180,14 @@ func runIngest(ctx context.Context, cfg Config, body []byte, contentType string,
 	fmt.Fprintf(cfg.Progress, "bench: phase 3: evaluator applied %.0f/s during the load, drained %v after %.1f s\n",
 		ev.ApplyPerSecond, ev.Drained, ev.DrainSeconds)
 	return nil
+}
+
+// startProfileOf is startProfile for phase of Run: a no-op unless cfg.ProfilePhase names it.
+func startProfileOf(cfg Config, phase string) (stop func(), err error) {
+	if cfg.ProfilePhase != phase {
+		return func() {}, nil
+	}
+	return startProfile(cfg)
 }
 
 // startProfile starts the CPU profile when one was asked for; stop ends it (a no-op without).
