@@ -24,7 +24,10 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	// less in all.
 	q.Add("_pragma", "wal_autocheckpoint(8192)")
 	dsn := "file:" + path + "?" + q.Encode()
-	w, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
+	// The writer keeps statement journals in memory: a multi-row statement inside a
+	// transaction (a batch of attestations) journals the pages it changes so that it can be
+	// undone alone, and on disk that journal is a temporary file written page by page.
+	w, err := sql.Open("sqlite", dsn+"&_txlock=immediate&_pragma=temp_store(MEMORY)")
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
 	}
