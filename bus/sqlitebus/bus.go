@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/veritrail/veritrail/internal/walcheckpoint"
 )
 
 // Bus ties one database to one Hub, so that the publishers and subscribers it
@@ -34,10 +36,11 @@ type Bus struct {
 
 	stopCompact chan struct{}
 	compactDone chan struct{}
+	ckpt        *walcheckpoint.Checkpointer // nil when disabled
 }
 
-// New creates the schema if needed and starts the background compaction
-// unless cfg.CompactInterval is negative. The caller keeps ownership of db:
+// New creates the schema if needed and starts the background checkpoints and
+// compaction unless their intervals are negative. The caller keeps ownership of db:
 // close it after Bus.Close.
 func New(db *sql.DB, cfg Config, logger watermill.LoggerAdapter) (*Bus, error) {
 	if db == nil {
@@ -67,6 +70,16 @@ func New(db *sql.DB, cfg Config, logger watermill.LoggerAdapter) (*Bus, error) {
 	}
 	if err := b.st.ready(); err != nil {
 		return nil, err
+	}
+	if cfg.CheckpointInterval >= 0 {
+		b.ckpt, err = walcheckpoint.Start(db, cfg.CheckpointInterval, func(err error) {
+			// SQLite's wal_autocheckpoint still runs in the commits; this only says why the
+			// publishes may have become slower.
+			logger.Error("sqlitebus: background checkpoint failed", err, nil)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sqlitebus: new bus: %w", err)
+		}
 	}
 	if cfg.CompactInterval > 0 {
 		go b.compactLoop()
@@ -132,7 +145,7 @@ func (b *Bus) track(closeFn func() error, setOnClose func(func())) error {
 	return nil
 }
 
-// Close stops the background compaction and closes every publisher and
+// Close stops the background work and closes every publisher and
 // subscriber created by the bus. It does not close the *sql.DB. It is
 // idempotent.
 func (b *Bus) Close() error {
@@ -155,6 +168,9 @@ func (b *Bus) Close() error {
 		errs = append(errs, c())
 	}
 	<-b.compactDone
+	if b.ckpt != nil {
+		b.ckpt.Stop()
+	}
 	return errors.Join(errs...)
 }
 

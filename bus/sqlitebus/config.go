@@ -53,6 +53,12 @@ type Config struct {
 	// (default 1h). A negative value disables the background compaction;
 	// Compact can still be called directly.
 	CompactInterval time.Duration
+
+	// CheckpointInterval is how often the Bus checkpoints the write-ahead log
+	// from a connection of its own, so that publishes do not wait for
+	// checkpoints inside their commits (default walcheckpoint.DefaultInterval;
+	// negative: only SQLite's own wal_autocheckpoint, as set by Open).
+	CheckpointInterval time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {

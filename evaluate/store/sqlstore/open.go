@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/veritrail/veritrail/internal/walcheckpoint"
+
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver
 )
@@ -18,10 +20,8 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "synchronous(NORMAL)")
-	// Checkpoint every 8,192 WAL pages (32 MiB) instead of 1,000: a checkpoint runs inside the
-	// commit that crosses the mark, and the hot pages (indexes, dirty trails, applied messages)
-	// that many commits rewrote are copied back once per checkpoint, so rarer checkpoints cost
-	// less in all.
+	// The store checkpoints from a connection of its own (below); this mark, crossed only when
+	// that falls behind, makes the commit that crosses it checkpoint in-line.
 	q.Add("_pragma", "wal_autocheckpoint(8192)")
 	dsn := "file:" + path + "?" + q.Encode()
 	// The writer keeps statement journals in memory: a multi-row statement inside a
@@ -43,6 +43,18 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	// The log is checkpointed beside the writer, off its commits (package walcheckpoint). A
+	// failed checkpoint needs no report of its own: the writer's wal_autocheckpoint takes over,
+	// and an I/O error that lasts fails the writes themselves.
+	if s.ckptDB, err = sql.Open("sqlite", dsn); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlstore: open %s for checkpoints: %w", path, err)
+	}
+	s.ckptDB.SetMaxOpenConns(1)
+	if s.ckpt, err = walcheckpoint.Start(s.ckptDB, 0, nil); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
 	}
 	return s, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/walcheckpoint"
 )
 
 // Store is a store.Store on SQLite or PostgreSQL.
@@ -26,6 +27,9 @@ type Store struct {
 	// dsn and channel are PostgreSQL's: where to listen for announced changes, and the
 	// notification channel of this schema (see changes.go). Empty on SQLite.
 	dsn, channel string
+	// ckpt checkpoints SQLite's log through ckptDB, its own connection (nil on PostgreSQL).
+	ckpt   *walcheckpoint.Checkpointer
+	ckptDB *sql.DB
 }
 
 // Statements is how many statements (round trips) the store has sent so far.
@@ -35,11 +39,18 @@ var _ store.Store = (*Store)(nil)
 
 // Close releases the connections.
 func (s *Store) Close() error {
+	var err error
+	if s.ckpt != nil {
+		s.ckpt.Stop()
+	}
+	if s.ckptDB != nil {
+		err = s.ckptDB.Close()
+	}
 	s.wstmts.close()
 	if s.rstmts != s.wstmts {
 		s.rstmts.close()
 	}
-	err := s.w.Close()
+	err = errors.Join(err, s.w.Close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}
