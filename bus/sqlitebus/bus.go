@@ -93,6 +93,18 @@ func New(db *sql.DB, cfg Config, logger watermill.LoggerAdapter) (*Bus, error) {
 // subscribers built with NewPublisher/NewSubscriber on the same *sql.DB.
 func (b *Bus) Hub() *Hub { return b.hub }
 
+// PublishStats counts the group commits of this process's publishers on the
+// bus's database (see commitPublish).
+type PublishStats struct {
+	Commits int64 // transactions
+	Calls   int64 // Publish calls they held
+}
+
+// PublishStats returns the counts so far.
+func (b *Bus) PublishStats() PublishStats {
+	return PublishStats{Commits: b.st.pubCommits.Load(), Calls: b.st.pubCalls.Load()}
+}
+
 // Publisher returns a new Publisher on the bus's database.
 func (b *Bus) Publisher() (*Publisher, error) {
 	p, err := NewPublisher(b.db, PublisherConfig{Hub: b.hub, Linger: b.cfg.PublishLinger}, b.logger)

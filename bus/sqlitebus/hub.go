@@ -111,7 +111,8 @@ type dbState struct {
 	pubLast      time.Time
 	pubLingering bool
 	pubFull      chan struct{}
-	pubCommits   atomic.Int64 // group commits so far, for tests
+	pubCommits   atomic.Int64 // group commits so far
+	pubCalls     atomic.Int64 // Publish calls they held
 }
 
 // watch returns a channel that receives a value after each commit to topic

@@ -183,6 +183,7 @@ func (st *dbState) linger(d time.Duration) {
 // cannot be stored fails alone.
 func (st *dbState) insertGroup(group []*publishReq) {
 	st.pubCommits.Add(1)
+	st.pubCalls.Add(int64(len(group)))
 	now := time.Now().UnixNano()
 	err := st.insert(group, now)
 	if err != nil && len(group) > 1 {

@@ -28,6 +28,9 @@ type Apart struct {
 	// the embedded bus.
 	Ingest Phase   `json:"ingest_alone"`
 	Ratio  float64 `json:"ingest_alone_over_bare"`
+	// PublishesPerCommit is how many Publish calls of ingest alone shared a commit of the
+	// embedded bus, on average (warm-up included).
+	PublishesPerCommit float64 `json:"ingest_alone_publishes_per_commit"`
 	// Backlog is what the evaluator then applied alone (every message of the warm-up and the
 	// load), in EvaluatorSeconds; EvaluatorPerSecond is its rate and VsIngest that rate over
 	// the ingest rate alone.
@@ -59,7 +62,7 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 		return nil, err
 	}
 
-	addr, stop, err := startIngestAlone(ctx, dir)
+	addr, stats, stop, err := startIngestAlone(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +78,9 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 	}
 	a := &Apart{Ingest: hammer(ctx, t, cfg.Concurrency, cfg.Duration, &accepted)}
 	stopProfile()
+	if s := stats(); s.Commits > 0 {
+		a.PublishesPerCommit = float64(s.Calls) / float64(s.Commits)
+	}
 	client.CloseIdleConnections()
 	if err := stop(); err != nil {
 		return nil, err
@@ -116,41 +122,41 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 
 // startIngestAlone serves the ingest tier on the embedded bus and store of dir, with no
 // evaluator: the same composition as the embedded mode minus the evaluate tier.
-func startIngestAlone(ctx context.Context, dir string) (addr string, stop func() error, err error) {
+func startIngestAlone(ctx context.Context, dir string) (addr string, stats func() sqlitebus.PublishStats, stop func() error, err error) {
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state.db"))
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	busDB, err := sqlitebus.Open(filepath.Join(dir, "bus.db"))
 	if err != nil {
 		st.Close()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	closeAll := func() error { return errors.Join(busDB.Close(), st.Close()) }
 	bus, err := sqlitebus.New(busDB, sqlitebus.Config{CompactInterval: -1}, watermill.NopLogger{})
 	if err != nil {
 		closeAll()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	pub, err := bus.Publisher()
 	if err != nil {
 		closeAll()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	bl, err := blobs.NewDir(filepath.Join(dir, "blobs"))
 	if err != nil {
 		closeAll()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		closeAll()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	return ln.Addr().String(), func() error {
+	return ln.Addr().String(), bus.PublishStats, func() error {
 		return errors.Join(srv.Shutdown(ctx), bus.Close(), closeAll())
 	}, nil
 }

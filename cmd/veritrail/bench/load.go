@@ -27,6 +27,12 @@ type Phase struct {
 	P90ms     float64 `json:"p90_ms"`
 	P99ms     float64 `json:"p99_ms"`
 	MaxMs     float64 `json:"max_ms"`
+	// CPUPerOK is the CPU time the whole process (load generator included) used during the
+	// phase per accepted request, in microseconds, and Cores that time over the phase's: a
+	// measure of work done that the machine's neighbours disturb less than rates (0 where the
+	// system cannot tell).
+	CPUPerOK float64 `json:"cpu_us_per_ok"`
+	Cores    float64 `json:"cores"`
 }
 
 // target is what the workers send: the same body to a path chosen round-robin, or, when
@@ -111,6 +117,7 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 		firstErr error
 	}
 	ws := make([]worker, concurrency)
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
@@ -144,6 +151,7 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	var lat []time.Duration
 	p := Phase{Seconds: elapsed.Seconds()}
 	for _, w := range ws {
@@ -156,6 +164,10 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 	p.OK = len(lat)
 	p.Requests = p.OK + p.Errors
 	p.PerSecond = float64(p.OK) / elapsed.Seconds()
+	if cpuOK && p.OK > 0 {
+		p.CPUPerOK = float64((cpu1 - cpu0).Microseconds()) / float64(p.OK)
+		p.Cores = (cpu1 - cpu0).Seconds() / elapsed.Seconds()
+	}
 	slices.Sort(lat)
 	p.P50ms = ms(percentile(lat, 0.50))
 	p.P90ms = ms(percentile(lat, 0.90))

@@ -13,14 +13,15 @@ func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "load:    %d clients, %s per phase after %s of warm-up, %d trails, %d-byte multipart bodies\n\n",
 		s.Concurrency, s.Duration, s.Warmup, s.Trails, s.BodyBytes)
 
-	const row = "%-31s %8s %8s %8s %8s %8s %8s %7s\n"
-	fmt.Fprintf(w, row, "phase", "ok/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "ok", "errors")
+	const row = "%-31s %8s %8s %8s %8s %8s %8s %7s %10s %6s\n"
+	fmt.Fprintf(w, row, "phase", "ok/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "ok", "errors", "cpu us/ok", "cores")
 	for _, p := range []struct {
 		name string
 		Phase
 	}{{"bare Huma multipart (baseline)", r.Bare}, {"ingest attestations, 201", r.Ingest}} {
 		fmt.Fprintf(w, row, p.name, fmt.Sprintf("%.0f", p.PerSecond), fmt.Sprintf("%.2f", p.P50ms), fmt.Sprintf("%.2f", p.P90ms),
-			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors))
+			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors),
+			fmt.Sprintf("%.0f", p.CPUPerOK), fmt.Sprintf("%.2f", p.Cores))
 	}
 	for _, p := range []struct {
 		name string
@@ -61,6 +62,8 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if a := r.Apart; a != nil {
 		fmt.Fprintf(tw, "ingest alone\t%.0f/s, p50 %.2f ms, p99 %.2f ms: %.2fx bare (target >= %.2f: %s)\n",
 			a.Ingest.PerSecond, a.Ingest.P50ms, a.Ingest.P99ms, a.Ratio, r.RatioTarget, verdict(a.Ratio >= r.RatioTarget))
+		fmt.Fprintf(tw, "\t%.0f us of CPU per request (bare %.0f), %.2f cores busy (bare %.2f), %.1f publishes per bus commit\n",
+			a.Ingest.CPUPerOK, r.Bare.CPUPerOK, a.Ingest.Cores, r.Bare.Cores, a.PublishesPerCommit)
 		fmt.Fprintf(tw, "evaluator alone\t%.0f/s (%d in %.1f s): %.2fx ingest alone (keeps up: %s)\n",
 			a.EvaluatorPerSecond, a.Backlog, a.EvaluatorSeconds, a.VsIngest, verdict(a.VsIngest >= 1))
 	}
