@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/veritrail/veritrail/evaluate/store"
 )
@@ -405,5 +406,60 @@ func testAttestationFactsByTrails(t *testing.T, e *env) {
 	must(t, "DecisionControls", err)
 	if !reflect.DeepEqual(controls, map[string]string{"att-3": "CTL-1"}) {
 		t.Errorf("DecisionControls = %v, want att-3: CTL-1 only", controls)
+	}
+}
+
+// testTouchOrdersTrailAttestations: a transaction that touched a trail holds every other that
+// touches it until it ends. The evaluator touches a trail before inserting its attestations, so
+// a trail's attestations are numbered in the order they commit, and a reader that has read a
+// trail up to a position never sees a smaller one appear later (the facts it keeps between
+// evaluations rely on that; ARCHITECTURE.md, "Batching on the hot path").
+func testTouchOrdersTrailAttestations(t *testing.T, e *env) {
+	e.org(t, "org-a", "acme")
+	f := e.flow(t, "org-a", "flow-1", "app")
+	tr := e.trail(t, f, "trail-1", "t1", t0)
+	apply := func(a store.Attestation, inserted func()) error {
+		return e.s.Update(e.ctx, func(tx store.Tx) error {
+			if err := tx.TouchTrails(e.ctx, map[string]float64{tr.ID: a.CreatedAt}); err != nil {
+				return err
+			}
+			if err := tx.InsertAttestations(e.ctx, []store.Attestation{a}); err != nil {
+				return err
+			}
+			inserted()
+			return nil
+		})
+	}
+
+	held, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- apply(newAttestation(tr, "att-1", "tests", t0+1), func() { close(held); <-release })
+	}()
+	select {
+	case <-held:
+	case err := <-first:
+		t.Fatalf("first transaction: %v", err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- apply(newAttestation(tr, "att-2", "scan", t0+2), func() {}) }()
+	select {
+	case err := <-second:
+		close(release)
+		t.Fatalf("a second transaction on the trail committed (err %v) while the first still held it", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	must(t, "first transaction", <-first)
+	must(t, "second transaction", <-second)
+
+	facts, last, err := e.s.TrailAttestationFactsAfter(e.ctx, map[string]int64{tr.ID: 0})
+	must(t, "TrailAttestationFactsAfter", err)
+	var ids []string
+	for _, a := range facts[tr.ID] {
+		ids = append(ids, a.ID)
+	}
+	if !reflect.DeepEqual(ids, []string{"att-1", "att-2"}) || last[tr.ID] == 0 {
+		t.Errorf("facts in position order = %v (last %v), want att-1 then att-2", ids, last)
 	}
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PolicyEvaluations", testPolicyEvaluations},
 		{"EnvironmentState", testEnvironmentState},
 		{"AttestationFactsByTrails", testAttestationFactsByTrails},
+		{"TouchOrdersTrailAttestations", testTouchOrdersTrailAttestations},
 		{"Snapshots", testSnapshots},
 		{"Applied", testApplied},
 		{"Dirty", testDirty},
