@@ -72,14 +72,11 @@ func New(db *sql.DB, cfg Config, logger watermill.LoggerAdapter) (*Bus, error) {
 		return nil, err
 	}
 	if cfg.CheckpointInterval >= 0 {
-		b.ckpt, err = walcheckpoint.Start(db, cfg.CheckpointInterval, func(err error) {
+		b.ckpt = walcheckpoint.Start(db, cfg.CheckpointInterval, func(err error) {
 			// SQLite's wal_autocheckpoint still runs in the commits; this only says why the
 			// publishes may have become slower.
 			logger.Error("sqlitebus: background checkpoint failed", err, nil)
 		})
-		if err != nil {
-			return nil, fmt.Errorf("sqlitebus: new bus: %w", err)
-		}
 	}
 	if cfg.CompactInterval > 0 {
 		go b.compactLoop()

@@ -40,28 +40,24 @@ type Stats struct {
 	Log, Backfilled int64
 }
 
-// Start checkpoints db every interval (DefaultInterval when zero or less) on a connection it
-// holds until Stop. onError receives failed checkpoints; nil ignores them. db must be a SQLite
-// database in WAL mode that allows writes (a query_only connection cannot checkpoint).
-func Start(db *sql.DB, interval time.Duration, onError func(error)) (*Checkpointer, error) {
+// Start checkpoints db every interval (DefaultInterval when zero or less), each time on a
+// connection borrowed from db's pool for the checkpoint only, so that a pool of one connection
+// is shared rather than taken. onError receives failed checkpoints; nil ignores them. db must be
+// a SQLite database in WAL mode that allows writes (a query_only connection cannot checkpoint).
+func Start(db *sql.DB, interval time.Duration, onError func(error)) *Checkpointer {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
 	if onError == nil {
 		onError = func(error) {}
 	}
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		return nil, fmt.Errorf("walcheckpoint: connect: %w", err)
-	}
 	c := &Checkpointer{stop: make(chan struct{}), done: make(chan struct{})}
-	go c.loop(conn, interval, onError)
-	return c, nil
+	go c.loop(db, interval, onError)
+	return c
 }
 
-func (c *Checkpointer) loop(conn *sql.Conn, interval time.Duration, onError func(error)) {
+func (c *Checkpointer) loop(db *sql.DB, interval time.Duration, onError func(error)) {
 	defer close(c.done)
-	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -79,7 +75,10 @@ func (c *Checkpointer) loop(conn *sql.Conn, interval time.Duration, onError func
 		// busy is 1 when another checkpoint was running; log and done are the frames in the log
 		// and those now in the database file.
 		var busy, log, done int64
-		err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
+		err := db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
+		if ctx.Err() != nil {
+			return // stopped: not a failure
+		}
 		c.mu.Lock()
 		c.stats.Runs++
 		if err != nil {
@@ -88,7 +87,7 @@ func (c *Checkpointer) loop(conn *sql.Conn, interval time.Duration, onError func
 			c.stats.Log, c.stats.Backfilled = log, done
 		}
 		c.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
+		if err != nil {
 			onError(fmt.Errorf("walcheckpoint: %w", err))
 		}
 	}
@@ -101,8 +100,7 @@ func (c *Checkpointer) Stats() Stats {
 	return c.stats
 }
 
-// Stop ends the checkpoints, waits for the one in progress to stop and releases the connection.
-// It is idempotent.
+// Stop ends the checkpoints and waits for the one in progress to stop. It is idempotent.
 func (c *Checkpointer) Stop() {
 	c.once.Do(func() { close(c.stop) })
 	<-c.done
