@@ -55,7 +55,7 @@ type Config struct {
 	CompactInterval time.Duration
 
 	// CheckpointInterval is how often the Bus checkpoints the write-ahead log
-	// from a connection of its own, so that publishes do not wait for
+	// from a goroutine of its own, so that publishes do not wait for
 	// checkpoints inside their commits (default walcheckpoint.DefaultInterval;
 	// negative: only SQLite's own wal_autocheckpoint, as set by Open).
 	CheckpointInterval time.Duration

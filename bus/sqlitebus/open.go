@@ -49,7 +49,7 @@ func OpenWith(path string, cfg Config) (*sql.DB, error) {
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", string(cfg.Synchronous))
 	// A checkpoint runs inside the commit that crosses the mark, fsyncs, and holds up every
-	// Publish waiting for that commit. The Bus checkpoints from a connection of its own long
+	// Publish waiting for that commit. The Bus checkpoints beside the publishers long
 	// before the log reaches 8,192 pages (32 MiB); the mark is the backstop for when it falls
 	// behind or for a database used without a Bus.
 	q.Add("_pragma", "wal_autocheckpoint(8192)")
