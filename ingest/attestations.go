@@ -32,7 +32,7 @@ type AttestationCommon struct {
 	RepoInfo            json.RawMessage `json:"repo_info,omitempty"`
 	ExternalURLs        json.RawMessage `json:"external_urls,omitempty"`
 	Annotations         json.RawMessage `json:"annotations,omitempty"`
-	UserData            json.RawMessage `json:"user_data,omitempty"`
+	// user_data is carried in the data as it came; nothing reads it here.
 }
 
 // attestation is a validated attestation ready to publish.
@@ -279,14 +279,10 @@ func displayType(t string) string {
 
 // attest validates one attestation of any multipart kind and publishes it.
 func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind string, raw []byte, file *formFile) (*stringOutput, error) {
-	var common AttestationCommon
-	if err := decodeJSONPart("data_json", raw, &common); err != nil {
-		return nil, err
-	}
 	// The data is stored as it came: its values stay raw JSON (decoding them only to encode
 	// them again cost a tenth of a request), and the kinds add their own fields beside them.
-	var fields map[string]json.RawMessage
-	if err := decodeJSONPart("data_json", raw, &fields); err != nil {
+	common, fields, err := decodeAttestationData(raw)
+	if err != nil {
 		return nil, err
 	}
 	data := make(map[string]any, len(fields)+4)

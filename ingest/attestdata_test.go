@@ -1,0 +1,89 @@
+package ingest
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// decodeBothWays is what attest did before decodeAttestationData: the whole body into
+// AttestationCommon, then into the map.
+func decodeBothWays(raw []byte) (AttestationCommon, map[string]json.RawMessage, error) {
+	var common AttestationCommon
+	if err := decodeJSONPart("data_json", raw, &common); err != nil {
+		return common, nil, err
+	}
+	var fields map[string]json.RawMessage
+	err := decodeJSONPart("data_json", raw, &fields)
+	return common, fields, err
+}
+
+var attestDataSeeds = []string{
+	`{"attestation_name": "unit", "user_data": {"pad": "xxxx"}}`,
+	`{"attestation_name": "unit", "artifact_fingerprint": "` + strings.Repeat("a", 64) + `", "target_artifacts": ["app"],
+		"git_commit_info": {"sha1": "abc"}, "repo_info": {"name": "r"}, "external_urls": {"x": {"url": "u"}},
+		"annotations": {"k": "v"}, "origin_url": "https://ci", "description": "d", "is_compliant": true}`,
+	`{"Attestation_Name": "folded", "attestation_name": "exact"}`,
+	`{"attestation_name": "exact", "ATTESTATION_NAME": "folded-last"}`,
+	`{"attestation_name": "a", "attestation_name": "b"}`,
+	`{"attestation_name": 5}`,
+	`{"target_artifacts": "app", "attestation_name": 5}`,
+	`{"attestation_name": "a", "description": ["x"], "origin_url": 1}`,
+	`{"attestation_name": null, "target_artifacts": null, "git_commit_info": null}`,
+	`{"attestation_name": "k", "user_data": 3, "USER_DATA": "x"}`,
+	`{"attestation_name": "a", "target_artifacts": [1]}`,
+	`null`, `[]`, `"x"`, `1`, `true`, `{`, `{"a": 1} trailing`, ``, `   `, `{"a": 1}{"b": 2}`,
+	"{\"attestation_\u212aame\": \"kelvin\"}",
+}
+
+// TestDecodeAttestationData: one pass gives what the two decodes gave, errors included.
+func TestDecodeAttestationData(t *testing.T) {
+	for _, body := range attestDataSeeds {
+		checkAttestationData(t, []byte(body))
+	}
+}
+
+// FuzzDecodeAttestationData: any data_json decodes as the two decodes decoded it.
+func FuzzDecodeAttestationData(f *testing.F) {
+	for _, body := range attestDataSeeds {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		checkAttestationData(t, raw)
+	})
+}
+
+func checkAttestationData(t *testing.T, raw []byte) {
+	t.Helper()
+	wantCommon, wantFields, wantErr := decodeBothWays(raw)
+	common, fields, err := decodeAttestationData(raw)
+	if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+		t.Fatalf("%q: error %v, want %v", raw, err, wantErr)
+	}
+	if wantErr != nil {
+		if !reflect.DeepEqual(err, wantErr) {
+			t.Fatalf("%q: error %#v, want %#v", raw, err, wantErr)
+		}
+		return
+	}
+	if !reflect.DeepEqual(common, wantCommon) {
+		t.Fatalf("%q: common %+v, want %+v", raw, common, wantCommon)
+	}
+	if !reflect.DeepEqual(fields, wantFields) {
+		t.Fatalf("%q: fields %v, want %v", raw, fields, wantFields)
+	}
+}
+
+// TestCommonKeys: commonKeys names every field of AttestationCommon.
+func TestCommonKeys(t *testing.T) {
+	var want []string
+	typ := reflect.TypeFor[AttestationCommon]()
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		want = append(want, name)
+	}
+	if !reflect.DeepEqual(commonKeys[:], want) {
+		t.Fatalf("commonKeys %v, want %v", commonKeys, want)
+	}
+}
