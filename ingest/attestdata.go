@@ -13,8 +13,7 @@ var commonKeys = [...]string{
 
 // decodeAttestationData decodes an attestation's data_json in one pass over its bytes: its
 // values as raw JSON, and the common fields from those values. Decoding the whole body into
-// AttestationCommon as well was a second pass over every byte of user_data (a tenth of an
-// ingest request's CPU). The result and every error are what decoding raw into
+// AttestationCommon as well was a second pass over every byte of user_data. The result and every error are what decoding raw into
 // AttestationCommon and into the map would give: whenever this path could differ (a key that
 // matches a common field only regardless of case, as encoding/json matches keys, or any
 // error), it decodes the whole body into AttestationCommon instead.

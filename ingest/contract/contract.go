@@ -154,8 +154,8 @@ func Marshal(e *Envelope) ([]byte, error) {
 }
 
 // marshalAttestation encodes an attestation's envelope with its Data copied as it is, where
-// json.Marshal would scan the whole of it again to validate and compact it (a twentieth of an
-// ingest request's CPU). Data must be valid JSON: ingest builds it from values it decoded
+// json.Marshal would scan the whole of it again to validate and compact it (about 5 us of a
+// 1 KB attestation, BenchmarkMarshalAttestation). Data must be valid JSON: ingest builds it from values it decoded
 // (Unmarshal checks it on the other side). Anything but an attestation envelope whose Data is
 // an object and its last field falls back to json.Marshal (ok false).
 func marshalAttestation(e *Envelope) ([]byte, bool) {
