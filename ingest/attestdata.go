@@ -30,14 +30,8 @@ func decodeAttestationData(raw []byte) (AttestationCommon, map[string]json.RawMe
 		err := decodeJSONPart("data_json", raw, &common)
 		return common, fields, err
 	}
-	size := 2
-	for _, k := range commonKeys {
-		if v, ok := fields[k]; ok {
-			size += len(k) + len(v) + 4
-		}
-	}
-	sub := make([]byte, 0, size)
-	sub = append(sub, '{')
+	// The common fields alone, as an object: a few small values (user_data is not among them).
+	sub := []byte{'{'}
 	for _, k := range commonKeys {
 		v, ok := fields[k]
 		if !ok {
