@@ -73,3 +73,29 @@ trail:
 	}
 	benchmarkEvaluate(b, tpl, in)
 }
+
+// BenchmarkEvaluateLongTrail: a trail whose pipeline ran 100 times, 300 attestations of the
+// template's three names, as the bench's busy trails are. The policy's answer comes from the
+// result cache (its key holds names, types and compliance, not IDs), as it mostly does for the
+// trails of one flow: what is measured is mostly binding the evidence to its levels.
+func BenchmarkEvaluateLongTrail(b *testing.B) {
+	tpl := mustParse(b, `
+trail:
+  attestations:
+  - {name: pr, type: pull_request}
+  - {name: lint, type: generic}
+  - {name: test, type: junit}
+`)
+	var in TrailInput
+	for i := range 300 {
+		in.Attestations = append(in.Attestations, trailAtt(fmt.Sprint(i), []string{"pr", "lint", "test"}[i%3], "generic", true, float64(i)))
+	}
+	e := NewEngine(EngineOptions{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Evaluate(ctx, tpl, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

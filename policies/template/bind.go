@@ -14,9 +14,8 @@ import (
 
 // binding is where the evidence of a trail lands.
 type binding struct {
-	levels []level          // levels[0] is the trail, then the artifact entries in the order they were made
-	index  map[string]int   // artifact entry key -> index in levels
-	placed map[placeKey]int // (level, name) -> index in that level's latest
+	levels []level        // levels[0] is the trail, then the artifact entries in the order they were made
+	index  map[string]int // artifact entry key -> index in levels
 }
 
 // level is the trail, or an artifact entry: a slot a reported artifact fills, or a key only evidence names.
@@ -25,17 +24,48 @@ type level struct {
 	artifact    int    // index of the artifact in the slot, -1 when there is none (always for the trail)
 	fingerprint string // the artifact's, or the key of an entry made for a fingerprint alone (rule 1d), or ""
 	latest      []namedAttestation
+	// byName indexes latest by name once it holds more than scanNames; below that a scan is
+	// cheaper than hashing, and a level holds the few names its template lists.
+	byName map[string]int
+}
+
+// scanNames is the number of names a level looks up by scanning latest.
+const scanNames = 8
+
+// find returns the position of name in l.latest, or -1.
+func (l *level) find(name string) int {
+	if l.byName != nil {
+		if p, ok := l.byName[name]; ok {
+			return p
+		}
+		return -1
+	}
+	for p, x := range l.latest {
+		if x.name == name {
+			return p
+		}
+	}
+	return -1
+}
+
+// add appends the first attestation named name at l.
+func (l *level) add(name string, i int) {
+	l.latest = append(l.latest, namedAttestation{name, i})
+	switch {
+	case l.byName != nil:
+		l.byName[name] = len(l.latest) - 1
+	case len(l.latest) > scanNames:
+		l.byName = make(map[string]int, 2*len(l.latest))
+		for p, x := range l.latest {
+			l.byName[x.name] = p
+		}
+	}
 }
 
 // namedAttestation is the latest attestation with a name at a level, by its index in TrailInput.Attestations.
 type namedAttestation struct {
 	name        string
 	attestation int
-}
-
-type placeKey struct {
-	level int
-	name  string
 }
 
 // later reports whether x (reported at index i) is later than y (at index j): greater CreatedAt, then later report.
@@ -93,7 +123,6 @@ func bind(in TrailInput) *binding {
 	b := &binding{
 		levels: make([]level, 1, 1+slotCount),
 		index:  make(map[string]int, slotCount),
-		placed: make(map[placeKey]int, min(len(in.Attestations), 64)),
 	}
 	b.levels[0].artifact = -1
 	slots := make(map[string][]int, slotCount) // fingerprint -> the levels of the slots whose artifact has it
@@ -172,11 +201,9 @@ func (b *binding) entry(k string) int {
 func (b *binding) place(n int, in TrailInput, i int) {
 	l := &b.levels[n]
 	name := in.Attestations[i].Name
-	k := placeKey{n, name}
-	p, ok := b.placed[k]
-	if !ok {
-		b.placed[k] = len(l.latest)
-		l.latest = append(l.latest, namedAttestation{name, i})
+	p := l.find(name)
+	if p < 0 {
+		l.add(name, i)
 		return
 	}
 	if j := l.latest[p].attestation; later(in.Attestations[i].CreatedAt, i, in.Attestations[j].CreatedAt, j) {
@@ -192,16 +219,19 @@ func (b *binding) sortNames(n int) {
 		return
 	}
 	slices.SortFunc(l.latest, byName)
-	for p, x := range l.latest {
-		b.placed[placeKey{n, x.name}] = p
+	if l.byName != nil {
+		for p, x := range l.latest {
+			l.byName[x.name] = p
+		}
 	}
 }
 
 // attestation returns the index of the latest attestation named name at level n.
 func (b *binding) attestation(n int, name string) (int, bool) {
-	p, ok := b.placed[placeKey{n, name}]
-	if !ok {
+	l := &b.levels[n]
+	p := l.find(name)
+	if p < 0 {
 		return 0, false
 	}
-	return b.levels[n].latest[p].attestation, true
+	return l.latest[p].attestation, true
 }

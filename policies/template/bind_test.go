@@ -2,7 +2,11 @@ package template
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -78,5 +82,39 @@ func TestInputSignatureSeparatesPlaces(t *testing.T) {
 			t.Errorf("%q and %q have the same signature", name, other)
 		}
 		seen[string(sig)] = name
+	}
+}
+
+// The latest per name holds whether a level looks names up by scanning or through its index
+// (more than scanNames names), and the names end up sorted either way.
+func TestBindLatestPerNameAtAnyWidth(t *testing.T) {
+	for _, names := range []int{3, scanNames, scanNames + 1, 40} {
+		rng := rand.New(rand.NewPCG(uint64(names), 7))
+		var in TrailInput
+		want := map[string]int{} // name -> index of its latest attestation
+		for i := range 3 * names {
+			name := fmt.Sprintf("n%02d", rng.IntN(names))
+			at := float64(rng.IntN(5))
+			in.Attestations = append(in.Attestations, trailAtt(fmt.Sprint(i), name, "generic", true, at))
+			if j, ok := want[name]; !ok || later(at, i, in.Attestations[j].CreatedAt, j) {
+				want[name] = i
+			}
+		}
+		b := bind(in)
+		latest := b.levels[0].latest
+		if len(latest) != len(want) {
+			t.Fatalf("%d names: %d at the trail level, want %d", names, len(latest), len(want))
+		}
+		if !slices.IsSortedFunc(latest, func(x, y namedAttestation) int { return strings.Compare(x.name, y.name) }) {
+			t.Errorf("%d names: not sorted: %v", names, latest)
+		}
+		for name, i := range want {
+			if got, ok := b.attestation(0, name); !ok || got != i {
+				t.Errorf("%d names: latest %s = %d, %v; want %d", names, name, got, ok, i)
+			}
+		}
+		if _, ok := b.attestation(0, "absent"); ok {
+			t.Errorf("%d names: found a name never reported", names)
+		}
 	}
 }
