@@ -15,7 +15,8 @@ import (
 // every evaluation, the largest cost per message in the bench's profile, growing with the trail.
 // What it keeps stays true because attestations are never changed or removed and a trail's
 // attestations take positions in the order they commit (store.PolicyReader.TrailAttestationFactsAfter).
-// It is bounded by the number of facts kept in all, dropping the trails evaluated longest ago.
+// It is bounded by the number of facts kept in all, dropping the trails evaluated longest ago; their
+// arrays may have room for as many again (trailFacts.grow).
 type factCache struct {
 	mu    sync.Mutex
 	limit int // facts kept in all
@@ -27,6 +28,34 @@ type factCache struct {
 type trailFacts struct {
 	last  int64
 	facts []store.AttestationFact
+	// array is the state of facts' backing array, which the slices of this trail handed out
+	// earlier may share.
+	array *factArray
+}
+
+// factArray records how much of a backing array holds facts. The slices handed out over it are
+// never longer than written, and the cache only appends past it, so a slice once handed out is
+// never written while its holder reads it.
+type factArray struct {
+	written int
+}
+
+// grow returns f with more appended: in place while the backing array has room and nothing was
+// appended past f yet (an evaluation that read further may have), in a new array with room to
+// double otherwise, so that a trail's facts are copied a bounded number of times in all rather
+// than whole at every evaluation. The caller holds c.mu.
+func (f trailFacts) grow(last int64, more []store.AttestationFact) trailFacts {
+	n := len(f.facts)
+	if f.array != nil && f.array.written == n && n+len(more) <= cap(f.facts) {
+		f.facts = append(f.facts, more...)
+		f.array.written = len(f.facts)
+		f.last = last
+		return f
+	}
+	facts := make([]store.AttestationFact, n+len(more), 2*(n+len(more)))
+	copy(facts, f.facts)
+	copy(facts[n:], more)
+	return trailFacts{last: last, facts: facts, array: &factArray{written: len(facts)}}
 }
 
 func newFactCache(limit int) *factCache {
@@ -57,11 +86,10 @@ func (c *factCache) read(ctx context.Context, r store.Reader, trails []string) (
 	for _, id := range trails {
 		now := base[id]
 		if pos, ok := last[id]; ok {
-			// Clipped, so that the slice handed out earlier is never written by this append.
-			now = trailFacts{last: pos, facts: append(slices.Clip(now.facts), fresh[id]...)}
+			now = now.grow(pos, fresh[id])
 		}
 		if len(now.facts) > 0 {
-			out[id] = now.facts
+			out[id] = slices.Clip(now.facts) // a caller's append must not reach the cache's spare room
 			c.keep(id, now)
 		}
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/contract"
@@ -82,4 +85,121 @@ func TestFactCacheReadsOnlyWhatIsNew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFactGrowAppendsInPlaceAndNeverOverwrites: growing a trail's facts appends in place while it
+// can, so a trail is not copied whole at every evaluation, and a slice handed out earlier keeps its
+// facts when a stale copy of the same trail grows differently.
+func TestFactGrowAppendsInPlaceAndNeverOverwrites(t *testing.T) {
+	fact := func(id string) store.AttestationFact { return store.AttestationFact{ID: id} }
+	ids := func(fs []store.AttestationFact) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+
+	f1 := trailFacts{}.grow(1, []store.AttestationFact{fact("a")})
+	f2 := f1.grow(2, []store.AttestationFact{fact("b")})
+	if &f2.facts[0] != &f1.facts[0] {
+		t.Errorf("the second fact was not appended in place: the array has room for it")
+	}
+	handedOut := f2.facts
+
+	// f1 is stale now (f2 was appended past it): growing it must not write into f2's array.
+	f3 := f1.grow(3, []store.AttestationFact{fact("c")}) // would fit f1's array
+	if got := ids(handedOut); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("a slice handed out earlier changed to %v", got)
+	}
+	if got := ids(f3.facts); !reflect.DeepEqual(got, []string{"a", "c"}) || f3.last != 3 {
+		t.Fatalf("stale base grown to %v (last %d), want [a c] (3)", got, f3.last)
+	}
+
+	// One at a time, 1,000 facts move between a logarithmic number of arrays.
+	var f trailFacts
+	arrays := 0
+	for i := range 1000 {
+		before := f.array
+		f = f.grow(int64(i+1), []store.AttestationFact{fact("x")})
+		if f.array != before {
+			arrays++
+		}
+	}
+	if len(f.facts) != 1000 || arrays > 11 {
+		t.Errorf("%d facts in %d arrays, want 1000 in at most 11", len(f.facts), arrays)
+	}
+}
+
+// positionReader answers, for each trail, facts named by their positions up to the count its
+// writers have reached: a store whose trails keep gaining attestations.
+type positionReader struct {
+	store.Store
+	mu    sync.Mutex
+	count map[string]int64
+}
+
+func (r *positionReader) add(trail string) {
+	r.mu.Lock()
+	r.count[trail]++
+	r.mu.Unlock()
+}
+
+func (r *positionReader) TrailAttestationFactsAfter(_ context.Context, after map[string]int64) (map[string][]store.AttestationFact, map[string]int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	facts, last := map[string][]store.AttestationFact{}, map[string]int64{}
+	for trail, from := range after {
+		n := r.count[trail]
+		for p := from + 1; p <= n; p++ {
+			facts[trail] = append(facts[trail], store.AttestationFact{ID: strconv.FormatInt(p, 10)})
+		}
+		if n > from {
+			last[trail] = n
+		}
+	}
+	return facts, last, nil
+}
+
+// TestFactCacheConcurrentReads: evaluations that read the same trails at once, while the trails
+// gain attestations, each get every fact of the trail in order (under -race: no slice handed out is
+// written while it is read).
+func TestFactCacheConcurrentReads(t *testing.T) {
+	r := &positionReader{count: map[string]int64{}}
+	c := newFactCache(1 << 20)
+	trails := []string{"t1", "t2"}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r.add(trails[i%len(trails)])
+		}
+	})
+	for range 4 {
+		wg.Go(func() {
+			for range 300 {
+				got, err := c.read(context.Background(), r, trails)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for trail, facts := range got {
+					for i, f := range facts {
+						if f.ID != strconv.Itoa(i+1) {
+							t.Errorf("%s: fact %d is %s, want %d", trail, i, f.ID, i+1)
+							return
+						}
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
 }
