@@ -3,6 +3,7 @@ package evaluate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/policies/template"
@@ -10,16 +11,21 @@ import (
 
 // trailInput builds the engine's input from stored evidence, folding each override into the
 // attestation it replaces: the override takes the original's place (and its report time, so
-// a later re-attestation of the same name still wins).
-func trailInput(atts []store.AttestationFact, arts []store.Artifact) template.TrailInput {
-	overridden := map[string]store.AttestationFact{}
+// a later re-attestation of the same name still wins). The attestations go into dst's array
+// when it has room: the evaluator reuses arrays between evaluations, since a busy trail's list
+// is long and built anew at each.
+func trailInput(dst []template.Attestation, atts []store.AttestationFact, arts []store.Artifact) template.TrailInput {
+	var overridden map[string]store.AttestationFact
 	for _, a := range atts {
 		if a.OverridesID != "" {
+			if overridden == nil {
+				overridden = map[string]store.AttestationFact{}
+			}
 			overridden[a.OverridesID] = a
 		}
 	}
 	in := template.TrailInput{
-		Attestations: make([]template.Attestation, 0, len(atts)-len(overridden)),
+		Attestations: slices.Grow(dst[:0], len(atts)-len(overridden)),
 		Artifacts:    make([]template.Artifact, 0, len(arts)),
 	}
 	for _, a := range atts {

@@ -62,6 +62,7 @@ type Evaluator struct {
 	policies  *policyJudge
 
 	evaluations atomic.Int64 // trail evaluations committed, for tests and metrics
+	inputs      sync.Pool    // *[]template.Attestation arrays that trailInput reuses
 
 	mu    sync.Mutex
 	dirty map[string]struct{}
@@ -471,6 +472,10 @@ func (e *Evaluator) evaluateMany(ctx context.Context, ids []string) ([]trailResu
 	return results, errs
 }
 
+// maxPooledInput is the largest input array (in attestations) kept for reuse: a trail far longer
+// than most would otherwise pin its array in the pool.
+const maxPooledInput = 4096
+
 // evaluate computes one trail's compliance from what evaluateMany read of it.
 func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.EvaluationStart, atts []store.AttestationFact,
 	arts []store.Artifact) (trailResult, error) {
@@ -478,7 +483,17 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.Ev
 	if err != nil {
 		return trailResult{}, err
 	}
-	res, err := e.d.Engine.Evaluate(ctx, tmpl, trailInput(atts, arts))
+	buf, _ := e.inputs.Get().(*[]template.Attestation)
+	if buf == nil {
+		buf = new([]template.Attestation)
+	}
+	in := trailInput(*buf, atts, arts)
+	res, err := e.d.Engine.Evaluate(ctx, tmpl, in) // the result keeps none of in
+	if cap(in.Attestations) <= maxPooledInput {
+		clear(in.Attestations) // the pool should not keep the trail's strings alive
+		*buf = in.Attestations[:0]
+		e.inputs.Put(buf)
+	}
 	if err != nil {
 		return trailResult{}, fmt.Errorf("evaluate trail %s: %w", trailID, err)
 	}
