@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,6 +36,14 @@ var attestDataSeeds = []string{
 	`{"attestation_name": "a", "target_artifacts": [1]}`,
 	`null`, `[]`, `"x"`, `1`, `true`, `{`, `{"a": 1} trailing`, ``, `   `, `{"a": 1}{"b": 2}`,
 	"{\"attestation_\u212aame\": \"kelvin\"}",
+	// What splitObject finds the ends of: nested values, brackets and quotes inside strings,
+	// backslashes before a closing quote, bare literals against the brace, escaped and non-ASCII keys.
+	`{"attestation_name":"n","user_data":{"a":[1,{"b":"}]\"["}],"c":"x\\","d":"\\\"q"},"n":-1.5e3,"t":true}`,
+	" {\n\t\"attestation_name\" :\r\"n\" , \"z\":null,\"e\":[ ] ,\"o\":{ }}\n",
+	`{"description":"x\\","attestation_name":"n"}`, `{"description":"\"\\\"","attestation_name":"n"}`,
+	`{}`, `{"a":0}`, `{"a":"\u0022"}`,
+	`{"attestation\u005fname": "escaped key"}`, `{"attestation_name": "a", "\u00e9t\u00e9": 1, "été": 2}`,
+	"{\"attestation_name\": \"a\", \"k\xff\": 1}",
 }
 
 // TestDecodeAttestationData: one pass gives what the two decodes gave, errors included.
@@ -85,5 +94,44 @@ func TestCommonKeys(t *testing.T) {
 	}
 	if !reflect.DeepEqual(commonKeys[:], want) {
 		t.Fatalf("commonKeys %v, want %v", commonKeys, want)
+	}
+}
+
+// BenchmarkSplitObject: splitObject against the decoder it replaces, on the bench's data_json
+// (a long string of user data) and on nested user data of the same size.
+func BenchmarkSplitObject(b *testing.B) {
+	nested := `{"attestation_name":"unit","is_compliant":true,"origin_url":"https://ci.example.com/run/1","user_data":{"suites":[`
+	for i := range 12 {
+		if i > 0 {
+			nested += ","
+		}
+		nested += fmt.Sprintf(`{"name":"suite-%d","tests":%d,"failures":0,"time":%d.25,"cases":["a","b"]}`, i, 10+i, i)
+	}
+	nested += `]}}`
+	for _, tc := range []struct{ name, body string }{
+		{"string", `{"attestation_name":"smoke","is_compliant":true,"origin_url":"https://ci.example.com/run/1","user_data":{"pad":"` +
+			strings.Repeat("x", 800) + `"}}`},
+		{"nested", nested},
+	} {
+		raw := []byte(tc.body)
+		b.Run(tc.name+"/split", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if _, ok := splitObject(raw); !ok {
+					b.Fatal("not split")
+				}
+			}
+		})
+		b.Run(tc.name+"/decoder", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				var fields map[string]json.RawMessage
+				if err := decodeJSONPart("data_json", raw, &fields); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
