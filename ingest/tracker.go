@@ -107,9 +107,13 @@ const maxSeen = 4096
 const pruneChunk = 256
 
 // maxPending bounds what is remembered per key. A client that writes far faster than the
-// evaluator applies, and never reads, loses the oldest entries (logged): its later reads may
-// then not wait for those writes.
-const maxPending = 100_000
+// evaluator applies, and never reads, loses the oldest entries: its later reads may then not
+// wait for those writes. The list is cut back to keepPending, so that it is copied (and the
+// loss logged) once every maxPending-keepPending writes rather than at every prune.
+const (
+	maxPending  = 100_000
+	keepPending = maxPending * 3 / 4
+)
 
 // prune forgets key's messages that are visible, oldest first and a chunk at a time (messages
 // are applied roughly in order), and reports whether none remain.
@@ -118,8 +122,8 @@ func (t *Tracker) prune(ctx context.Context, key string) bool {
 		t.mu.Lock()
 		list := t.pending[key]
 		if len(list) > maxPending {
-			t.log.Warn("read-your-writes: too many pending writes for one key; forgetting the oldest", "key", key, "dropped", len(list)-maxPending)
-			list = append([]string(nil), list[len(list)-maxPending:]...)
+			t.log.Warn("read-your-writes: too many pending writes for one key; forgetting the oldest", "key", key, "dropped", len(list)-keepPending)
+			list = append([]string(nil), list[len(list)-keepPending:]...)
 			t.pending[key] = list
 		}
 		ids := append([]string(nil), list[:min(len(list), pruneChunk)]...)

@@ -1,9 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,5 +121,27 @@ func TestTrackerWritesFresh(t *testing.T) {
 	}
 	if tr.WritesFresh("alice", 0) || tr.WritesFresh("bob", time.Hour) {
 		t.Fatal("writes stay fresh past the window, or for another key")
+	}
+}
+
+// TestTrackerBoundsAWriterThatNeverReads: with nothing becoming visible, a key's list stays within
+// maxPending, keeps the newest writes, and the loss is logged now and then, not at every prune.
+func TestTrackerBoundsAWriterThatNeverReads(t *testing.T) {
+	var logged bytes.Buffer
+	tr := NewTracker(&fakeVisibility{visible: map[string]bool{}}, time.Second, time.Millisecond,
+		slog.New(slog.NewTextHandler(&logged, nil)))
+	const writes = 2 * maxPending
+	for i := range writes {
+		tr.Published("ci", strconv.Itoa(i))
+	}
+	list := tr.pending["ci"]
+	if len(list) > maxPending || len(list) < keepPending {
+		t.Fatalf("%d writes pending, want between %d and %d", len(list), keepPending, maxPending)
+	}
+	if last := list[len(list)-1]; last != strconv.Itoa(writes-1) {
+		t.Fatalf("newest pending write %s, want %d", last, writes-1)
+	}
+	if n := strings.Count(logged.String(), "too many pending writes"); n == 0 || n > writes/(maxPending-keepPending)+1 {
+		t.Fatalf("the loss was logged %d times for %d writes", n, writes)
 	}
 }
