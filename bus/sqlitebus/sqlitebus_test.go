@@ -91,6 +91,54 @@ func TestPublishBatchIsAtomicAndOrdered(t *testing.T) {
 	}
 }
 
+// TestLargePublishKeepsOrder: one call with many messages stores them all in order, and a
+// failure at its last message leaves none of them behind.
+func TestLargePublishKeepsOrder(t *testing.T) {
+	b := newTestBus(t, tempDBPath(t))
+	pub := mustPublisher(t, b)
+	n := 35
+	msgs := make([]*message.Message, n)
+	for i := range msgs {
+		msgs[i] = message.NewMessage(fmt.Sprintf("m%03d", i), []byte(fmt.Sprint(i)))
+	}
+	if err := pub.Publish("t", msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON sqlitebus_messages
+		WHEN NEW.uuid = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned'); END`); err != nil {
+		t.Fatal(err)
+	}
+	poisoned := make([]*message.Message, n)
+	for i := range poisoned {
+		poisoned[i] = message.NewMessage(fmt.Sprintf("p%03d", i), nil)
+	}
+	poisoned[n-1] = message.NewMessage("poison", nil)
+	if err := pub.Publish("t", poisoned...); err == nil {
+		t.Fatal("a batch with a poisoned last message was published")
+	}
+	rows, err := b.db.Query(`SELECT uuid FROM sqlitebus_messages ORDER BY "offset"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+	}
+	if len(got) != n {
+		t.Fatalf("%d messages stored, want %d", len(got), n)
+	}
+	for i, id := range got {
+		if id != msgs[i].UUID {
+			t.Fatalf("message at offset %d is %s, want %s", i, id, msgs[i].UUID)
+		}
+	}
+}
+
 func TestConsumerGroupResumesAfterLastAck(t *testing.T) {
 	path := tempDBPath(t)
 	b := newTestBus(t, path)
