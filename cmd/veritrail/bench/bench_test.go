@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// TestRunEndToEnd runs every phase for a moment: the numbers mean nothing at this length, the
-// test proves the phases work and the evaluator's progress is followed to the end.
+// TestRunEndToEnd runs every phase for a moment, tiers apart included: the numbers mean nothing
+// at this length, the test proves the phases work and the evaluator's progress is followed to
+// the end.
 func TestRunEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the embedded product")
@@ -19,7 +20,7 @@ func TestRunEndToEnd(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	res, err := Run(ctx, Config{Duration: 300 * time.Millisecond, Concurrency: 4, Trails: 4, PayloadBytes: 1024,
-		DrainTimeout: 30 * time.Second, Progress: &progress})
+		DrainTimeout: 30 * time.Second, Progress: &progress, Apart: true})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
 	}
@@ -35,6 +36,18 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if last := ev.Samples[len(ev.Samples)-1]; last.Applied != ev.Accepted {
 		t.Errorf("last sample %+v, want every accepted attestation applied (%d)", last, ev.Accepted)
+	}
+	// Tiers apart: ingest alone fills a backlog, and the evaluator alone is timed through all of
+	// it once the product is up.
+	if a := res.Apart; a == nil {
+		t.Error("no tiers-apart result")
+	} else {
+		if a.Ingest.OK == 0 || a.Ingest.Errors != 0 || a.Backlog < a.Ingest.OK {
+			t.Errorf("ingest alone %+v, backlog %d", a.Ingest, a.Backlog)
+		}
+		if a.AppliedAtStart < 0 || a.AppliedAtStart > a.Backlog || a.EvaluatorSeconds <= 0 || a.EvaluatorPerSecond <= 0 {
+			t.Errorf("evaluator alone: %d at start of %d, %v s, %v/s", a.AppliedAtStart, a.Backlog, a.EvaluatorSeconds, a.EvaluatorPerSecond)
+		}
 	}
 	if res.Settings.BodyBytes != 1024 || res.Ratio <= 0 {
 		t.Errorf("settings %+v, ratio %v", res.Settings, res.Ratio)

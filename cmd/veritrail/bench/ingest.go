@@ -144,7 +144,12 @@ func runIngest(ctx context.Context, cfg Config, body []byte, contentType string,
 	if err != nil {
 		return fmt.Errorf("bench: look up organization: %w", err)
 	}
-	p := &progress{st: r.Store, orgID: org.ID}
+	counter, err := openAttestationCount(dir, org.ID)
+	if err != nil {
+		return err
+	}
+	defer counter.Close()
+	p := &progress{st: r.Store, count: counter.count}
 
 	t := &target{client: client, url: trailURLs(base, benchOrg, benchFlow, cfg.Trails), token: secret,
 		contentType: contentType, body: body, want: 201}
@@ -288,27 +293,16 @@ func call(ctx context.Context, client *http.Client, method, url, secret string, 
 	return nil
 }
 
-// progress reads the evaluator's progress from the store: the attestation count (applied
-// messages of this load, since it sends nothing else), or what count says when set, and the
-// dirty trails (evaluation).
+// progress follows the evaluator: how many messages of the load it applied (count: attestations,
+// or snapshots, since each load sends nothing else) and the dirty trails left to evaluate.
 type progress struct {
 	st    store.Store
-	orgID string
-	base  int // attestations in the store before the measured load
+	base  int // applied before the measured load
 	ev    Evaluator
 	count func(context.Context) (int, error)
 }
 
-func (p *progress) total(ctx context.Context) (int, error) {
-	if p.count != nil {
-		return p.count(ctx)
-	}
-	_, n, err := p.st.ListAttestations(ctx, p.orgID, store.Page{Page: 1, PerPage: 1})
-	if err != nil {
-		return 0, fmt.Errorf("bench: count attestations: %w", err)
-	}
-	return n, nil
-}
+func (p *progress) total(ctx context.Context) (int, error) { return p.count(ctx) }
 
 // waitIdle waits until want attestations are applied and no trail is dirty, polling every
 // pollEvery (first after one period: callers have just polled).

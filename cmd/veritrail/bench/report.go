@@ -64,8 +64,8 @@ func (r *Result) WriteTable(w io.Writer) error {
 			a.Ingest.PerSecond, a.Ingest.P50ms, a.Ingest.P99ms, a.Ratio, r.RatioTarget, verdict(a.Ratio >= r.RatioTarget))
 		fmt.Fprintf(tw, "\t%.0f us of CPU per request (bare %.0f), %.2f cores busy (bare %.2f), %.1f publishes per bus commit\n",
 			a.Ingest.CPUPerOK, r.Bare.CPUPerOK, a.Ingest.Cores, r.Bare.Cores, a.PublishesPerCommit)
-		fmt.Fprintf(tw, "evaluator alone\t%.0f/s (%d in %.1f s): %.2fx ingest alone (keeps up: %s)\n",
-			a.EvaluatorPerSecond, a.Backlog, a.EvaluatorSeconds, a.VsIngest, verdict(a.VsIngest >= 1))
+		fmt.Fprintf(tw, "evaluator alone\t%.0f/s (%d in %.1f s after %d while starting): %.2fx ingest alone (keeps up: %s)\n",
+			a.EvaluatorPerSecond, a.Backlog-a.AppliedAtStart, a.EvaluatorSeconds, a.AppliedAtStart, a.VsIngest, verdict(a.VsIngest >= 1))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -190,7 +190,7 @@ func runIngestSnapshots(ctx context.Context, cfg Config, sets [2][]byte, res *Sn
 		}
 		rep.envIDs = append(rep.envIDs, e.ID)
 	}
-	p := &progress{st: r.Store, orgID: org.ID, count: rep.applied}
+	p := &progress{st: r.Store, count: rep.applied}
 
 	t := &target{client: client, method: http.MethodPut, token: secret, contentType: "application/json", want: 201, perWorker: rep}
 	if err := rep.window(ctx); err != nil {
