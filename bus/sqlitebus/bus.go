@@ -37,6 +37,11 @@ type Bus struct {
 	stopCompact chan struct{}
 	compactDone chan struct{}
 	ckpt        *walcheckpoint.Checkpointer // nil when disabled
+
+	// The publish journal and its mover, when Config.PublishJournal holds.
+	jr        *journal
+	stopMove  chan struct{}
+	moverDone chan struct{}
 }
 
 // New creates the schema if needed and starts the background checkpoints and
@@ -70,6 +75,20 @@ func New(db *sql.DB, cfg Config, logger watermill.LoggerAdapter) (*Bus, error) {
 	}
 	if err := b.st.ready(); err != nil {
 		return nil, err
+	}
+	if cfg.MaxLag > 0 {
+		// Taken before the journal's recovered messages are moved: those count.
+		var last int64
+		if err := db.QueryRowContext(context.Background(),
+			`SELECT COALESCE(MAX("offset"), 0) FROM sqlitebus_messages`).Scan(&last); err != nil {
+			return nil, fmt.Errorf("sqlitebus: read the last offset: %w", err)
+		}
+		b.st.lag = newLagGate(cfg.LagGroup, cfg.MaxLag, cfg.MaxLagWait, last)
+	}
+	if cfg.PublishJournal {
+		if err := b.openJournal(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.CheckpointInterval >= 0 {
 		b.ckpt = walcheckpoint.Start(db, cfg.CheckpointInterval, func(err error) {
@@ -171,16 +190,60 @@ func (b *Bus) Close() error {
 	}
 	close(b.stopCompact)
 	b.mu.Unlock()
+	if b.jr != nil {
+		// Publishes waiting for the mover to make room fail now rather than hold Close.
+		b.jr.close()
+	}
 
 	var errs []error
 	for _, c := range closers {
 		errs = append(errs, c())
 	}
 	<-b.compactDone
+	if b.jr != nil {
+		// The publishers are closed: move what they appended, then let the file go.
+		close(b.stopMove)
+		<-b.moverDone
+		errs = append(errs, b.jr.release())
+	}
 	if b.ckpt != nil {
 		b.ckpt.Stop()
 	}
 	return errors.Join(errs...)
+}
+
+// openJournal opens the database's publish journal, queues what it holds
+// beyond the table for the mover, and starts the mover.
+func (b *Bus) openJournal() error {
+	if b.st.path == "" {
+		return errors.New("sqlitebus: the publish journal needs a database file")
+	}
+	pos, err := b.st.readJournalPosition()
+	if err != nil {
+		return err
+	}
+	path := b.st.path + journalSuffix
+	jr, err := openJournal(path, pos, b.cfg.Synchronous == SynchronousFull, b.logger)
+	if errors.Is(err, errJournalLocked) {
+		b.logger.Info("sqlitebus: another process holds the publish journal; publishing to the table directly",
+			watermill.LogFields{"path": path})
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitebus: %w", err)
+	}
+	if b.st.lag != nil {
+		for topic, n := range jr.pendingMessages() {
+			b.st.lag.admit(topic, n) // nobody is subscribed yet: counts without waiting
+		}
+	}
+	b.jr, b.st.jr = jr, jr
+	b.stopMove, b.moverDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(b.moverDone)
+		b.st.moveLoop(jr, b.stopMove, b.logger)
+	}()
+	return nil
 }
 
 func (b *Bus) compactLoop() {

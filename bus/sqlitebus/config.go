@@ -25,6 +25,7 @@ const (
 	DefaultLeaseDuration   = 15 * time.Second
 	DefaultRetention       = 7 * 24 * time.Hour
 	DefaultCompactInterval = time.Hour
+	DefaultMaxLagWait      = 250 * time.Millisecond
 )
 
 // Config configures a Bus and, through OpenWith, the database connection.
@@ -48,6 +49,24 @@ type Config struct {
 	Retention time.Duration
 	// PublishLinger is PublisherConfig.Linger of the Bus's publishers.
 	PublishLinger time.Duration
+	// PublishJournal makes Publish append to a journal file beside the
+	// database ("<database>-publog") and return, while a goroutine of the
+	// Bus moves the journal into the messages table in large transactions
+	// (see journal.go). Same guarantee, a fraction of the cost on the
+	// publisher's path. It applies to every publisher on the Bus's Hub. If
+	// another process holds the journal, this Bus publishes to the table
+	// directly.
+	PublishJournal bool
+
+	// MaxLag, with LagGroup, bounds how far that consumer group, while
+	// subscribed to a topic in this process, may fall behind this Bus's
+	// publishers: a Publish to the topic waits while more than MaxLag of
+	// the messages published through this Bus are unacked by the group,
+	// for up to MaxLagWait (default DefaultMaxLagWait), then goes ahead.
+	// Zero: no bound. See lag.go for why the embedded mode wants it.
+	MaxLag     int
+	LagGroup   string
+	MaxLagWait time.Duration
 
 	// CompactInterval is how often the Bus runs Compact in the background
 	// (default 1h). A negative value disables the background compaction;
@@ -77,6 +96,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CompactInterval == 0 {
 		c.CompactInterval = DefaultCompactInterval
+	}
+	if c.MaxLagWait <= 0 {
+		c.MaxLagWait = DefaultMaxLagWait
+	}
+	if c.MaxLag < 0 || (c.MaxLag > 0 && c.LagGroup == "") {
+		return c, fmt.Errorf("sqlitebus: MaxLag %d needs a LagGroup and may not be negative", c.MaxLag)
 	}
 	return c, nil
 }

@@ -19,24 +19,39 @@ import (
 
 // durabilityChildEnv makes the test binary act as the publishing process of
 // TestPublishSurvivesSIGKILL; its value is the database path.
-const durabilityChildEnv = "SQLITEBUS_DURABILITY_CHILD_DB"
+// durabilityJournalEnv, set to 1, makes that process publish through the
+// journal.
+const (
+	durabilityChildEnv   = "SQLITEBUS_DURABILITY_CHILD_DB"
+	durabilityJournalEnv = "SQLITEBUS_DURABILITY_CHILD_JOURNAL"
+)
 
 // TestPublishSurvivesSIGKILL checks the durability point of Publish: a child
 // process publishes with the default settings (WAL, synchronous=NORMAL) and
 // prints every UUID after Publish returned; it is killed with SIGKILL
 // mid-stream, and every printed UUID must then be delivered from the
-// reopened database.
+// reopened database. It runs with publishes going to the table and through
+// the publish journal, which the reopened Bus then moves into the table.
 func TestPublishSurvivesSIGKILL(t *testing.T) {
 	if path := os.Getenv(durabilityChildEnv); path != "" {
-		runDurabilityChild(path)
+		runDurabilityChild(path, os.Getenv(durabilityJournalEnv) == "1")
 		return
 	}
 	if runtime.GOOS == "windows" {
 		t.Skip("needs SIGKILL")
 	}
+	for name, journal := range map[string]bool{"table": false, "journal": true} {
+		t.Run(name, func(t *testing.T) { testPublishSurvivesSIGKILL(t, journal) })
+	}
+}
+
+func testPublishSurvivesSIGKILL(t *testing.T, journal bool) {
 	path := tempDBPath(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPublishSurvivesSIGKILL$", "-test.count=1")
 	cmd.Env = append(os.Environ(), durabilityChildEnv+"="+path)
+	if journal {
+		cmd.Env = append(cmd.Env, durabilityJournalEnv+"=1")
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -82,7 +97,13 @@ func TestPublishSurvivesSIGKILL(t *testing.T) {
 	}
 
 	// A fresh process: new *sql.DB, new Bus, a group that never consumed.
-	b := newTestBus(t, path)
+	b := newTestBusWith(t, path, Config{NackResendSleep: time.Millisecond, CompactInterval: -1, PublishJournal: journal})
+	if journal {
+		b.jr.pmu.Lock()
+		t.Logf("%d bytes of the journal were not in the table at the kill", b.jr.pendingBytes)
+		b.jr.pmu.Unlock()
+		waitMoved(t, b)
+	}
 	ch := mustSubscribe(t, mustSubscriber(t, b, "after-crash"), "evidence")
 	var stored int
 	if err := b.db.QueryRow(`SELECT COUNT(*) FROM sqlitebus_messages WHERE topic = 'evidence'`).Scan(&stored); err != nil {
@@ -110,7 +131,7 @@ func TestPublishSurvivesSIGKILL(t *testing.T) {
 // to three messages, until it is killed; a subscriber consumes meanwhile so
 // that the WAL also sees offset writes and checkpoints. It exits by itself
 // after a minute in case the parent is gone.
-func runDurabilityChild(path string) {
+func runDurabilityChild(path string, journal bool) {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -119,7 +140,7 @@ func runDurabilityChild(path string) {
 	if err != nil {
 		fail(err)
 	}
-	b, err := New(db, Config{CompactInterval: -1}, nil)
+	b, err := New(db, Config{CompactInterval: -1, PublishJournal: journal}, nil)
 	if err != nil {
 		fail(err)
 	}

@@ -140,3 +140,21 @@ func checkConn(t testing.TB, db *sql.DB) *sqlConnCheck {
 	}
 	return c
 }
+
+// waitMoved waits until the mover has put everything in b's journal into the table.
+func waitMoved(t testing.TB, b *Bus) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.jr.pmu.Lock()
+		left := b.jr.pendingBytes
+		b.jr.pmu.Unlock()
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journal: %d bytes still unmoved after 10s", left)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

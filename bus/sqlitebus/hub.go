@@ -57,6 +57,7 @@ func (h *Hub) state(db *sql.DB) (*dbState, error) {
 	if err := db.QueryRowContext(context.Background(), "PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
 		return nil, fmt.Errorf("sqlitebus: identify database file: %w", err)
 	}
+	path := file
 	if file == "" {
 		// A temporary or in-memory database is private to its handle.
 		file = fmt.Sprintf("private:%p", db)
@@ -70,6 +71,7 @@ func (h *Hub) state(db *sql.DB) (*dbState, error) {
 	fs, ok := h.files[file]
 	if !ok {
 		fs = &fileState{
+			path:    path,
 			waiters: make(map[string]map[chan struct{}]struct{}),
 			slots:   make(map[slotKey]chan struct{}),
 		}
@@ -84,6 +86,7 @@ type slotKey struct{ group, topic string }
 
 // fileState is what the handles on one file share.
 type fileState struct {
+	path    string // of the database file; empty for a private database
 	writeMu sync.Mutex
 
 	mu      sync.Mutex
@@ -113,6 +116,12 @@ type dbState struct {
 	pubFull      chan struct{}
 	pubCommits   atomic.Int64 // group commits so far
 	pubCalls     atomic.Int64 // Publish calls they held
+
+	// jr, when set (by Bus before any publisher runs), takes the groups
+	// instead of the table (Config.PublishJournal).
+	jr *journal
+	// lag, when set (by Bus), holds publishers back for a slow consumer (Config.MaxLag).
+	lag *lagGate
 }
 
 // watch returns a channel that receives a value after each commit to topic

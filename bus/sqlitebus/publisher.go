@@ -80,8 +80,14 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		}
 		metadata[i] = md
 	}
+	if p.st.lag != nil {
+		p.st.lag.admit(topic, len(msgs))
+	}
 	err := p.st.commitPublish(&publishReq{topic: topic, msgs: msgs, metadata: metadata, linger: p.linger, done: make(chan error, 1)})
 	if err != nil {
+		if p.st.lag != nil {
+			p.st.lag.acked(topic, len(msgs))
+		}
 		return fmt.Errorf("sqlitebus: publish %d message(s) to %s: %w", len(msgs), topic, err)
 	}
 	p.logger.Trace("sqlitebus: published", watermill.LogFields{"topic": topic, "count": len(msgs)})
@@ -141,7 +147,13 @@ func (st *dbState) lead(linger time.Duration) {
 	st.pubQueue = nil
 	st.pubMu.Unlock()
 
-	st.insertGroup(group)
+	st.pubCommits.Add(1)
+	st.pubCalls.Add(int64(len(group)))
+	if st.jr != nil {
+		st.jr.append(group, time.Now().UnixNano())
+	} else {
+		st.insertGroup(group)
+	}
 
 	st.pubMu.Lock()
 	more := len(st.pubQueue) > 0
@@ -182,8 +194,6 @@ func (st *dbState) linger(d time.Duration) {
 // request is tried in a transaction of its own, so that a request that
 // cannot be stored fails alone.
 func (st *dbState) insertGroup(group []*publishReq) {
-	st.pubCommits.Add(1)
-	st.pubCalls.Add(int64(len(group)))
 	now := time.Now().UnixNano()
 	err := st.insert(group, now)
 	if err != nil && len(group) > 1 {

@@ -19,6 +19,7 @@ type suiteBuses struct {
 	mu          sync.Mutex
 	buses       map[*testing.T]*Bus
 	maxInFlight int
+	journal     bool
 }
 
 func (s *suiteBuses) get(t *testing.T) *Bus {
@@ -28,7 +29,7 @@ func (s *suiteBuses) get(t *testing.T) *Bus {
 		return b
 	}
 	b := newTestBusWith(t, filepath.Join(t.TempDir(), "bus.db"),
-		Config{NackResendSleep: time.Millisecond, CompactInterval: -1, MaxInFlight: s.maxInFlight})
+		Config{NackResendSleep: time.Millisecond, CompactInterval: -1, MaxInFlight: s.maxInFlight, PublishJournal: s.journal})
 	s.buses[t] = b
 	return b
 }
@@ -100,7 +101,15 @@ func TestPubSubIndependent(t *testing.T) {
 // subscriber in one consumer group, which is how Veritrail consumes: it
 // exercises resuming from stored offsets and competing subscribers.
 func TestPubSubConsumerGroup(t *testing.T) {
-	s := &suiteBuses{buses: make(map[*testing.T]*Bus)}
+	for name, journal := range map[string]bool{"table": false, "journal": true} {
+		t.Run(name, func(t *testing.T) { testPubSubConsumerGroup(t, journal) })
+	}
+}
+
+// testPubSubConsumerGroup is TestPubSubConsumerGroup with publishes going
+// to the table directly or through the publish journal.
+func testPubSubConsumerGroup(t *testing.T, journal bool) {
+	s := &suiteBuses{buses: make(map[*testing.T]*Bus), journal: journal}
 	tests.TestPubSub(t, tests.Features{
 		ConsumerGroups:      true,
 		ExactlyOnceDelivery: false,
@@ -118,11 +127,12 @@ func TestPubSubConsumerGroup(t *testing.T) {
 }
 
 // TestPubSubConsumerGroupWindow runs the universal tests on a consumer group
-// with a window of messages in flight, as the evaluator consumes. TestNoAck is
+// with a window of messages in flight and the publish journal, as the
+// embedded mode publishes and the evaluator consumes. TestNoAck is
 // left out: it checks that nothing more arrives before an ack, which is what
 // a window gives up on purpose (TestWindow covers the window's own contract).
 func TestPubSubConsumerGroupWindow(t *testing.T) {
-	s := &suiteBuses{buses: make(map[*testing.T]*Bus), maxInFlight: 8}
+	s := &suiteBuses{buses: make(map[*testing.T]*Bus), maxInFlight: 8, journal: true}
 	features := tests.Features{
 		ConsumerGroups:      true,
 		GuaranteedOrder:     true,

@@ -32,6 +32,13 @@ var schema = []string{
 		updated_at     INTEGER NOT NULL,
 		PRIMARY KEY (consumer_group, topic)
 	) WITHOUT ROWID`,
+	// How far the publish journal (Config.PublishJournal) has been moved
+	// into sqlitebus_messages; see journal.go.
+	`CREATE TABLE IF NOT EXISTS sqlitebus_journal (
+		id    INTEGER PRIMARY KEY CHECK (id = 1),
+		epoch INTEGER NOT NULL,
+		moved INTEGER NOT NULL
+	)`,
 }
 
 // statements are the hot queries, prepared once per database and Hub:
@@ -46,6 +53,7 @@ type statements struct {
 	ack     *sql.Stmt
 	renew   *sql.Stmt
 	release *sql.Stmt
+	journal *sql.Stmt // epoch, moved
 }
 
 func (q *statements) list() []struct {
@@ -58,6 +66,8 @@ func (q *statements) list() []struct {
 	}{
 		{&q.insert, `INSERT INTO sqlitebus_messages (topic, uuid, payload, metadata, created_at)
 			VALUES (?, ?, ?, ?, ?)`},
+		{&q.journal, `INSERT INTO sqlitebus_journal (id, epoch, moved) VALUES (1, ?1, ?2)
+			ON CONFLICT (id) DO UPDATE SET epoch = ?1, moved = ?2`},
 		// The LIMIT is a literal: SQLite recompiles a statement whenever a
 		// parameter used as LIMIT is bound again.
 		{&q.fetch, `SELECT "offset", uuid, payload, metadata FROM sqlitebus_messages

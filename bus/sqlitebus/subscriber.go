@@ -124,6 +124,10 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		defer s.wg.Done()
 		defer close(out)
 		defer unwatch()
+		if g := s.st.lag; g != nil && s.cfg.ConsumerGroup == g.group {
+			g.subscribe(topic, 1)
+			defer g.subscribe(topic, -1)
+		}
 		if s.cfg.ConsumerGroup == "" {
 			sub.runIndependent()
 		} else {
@@ -436,6 +440,9 @@ func (sub *subscription) deliverWindow(window []stored) bool {
 	if acked > 0 { // storing the ack drops the lease too
 		if !sub.commitAck(window[acked-1].offset) {
 			return false
+		}
+		if g := sub.s.st.lag; g != nil && sub.s.cfg.ConsumerGroup == g.group {
+			g.ackedWindow(sub.topic, window[:acked])
 		}
 	} else {
 		sub.release()

@@ -1,0 +1,168 @@
+package sqlitebus
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+)
+
+// readJournalPosition returns the table's sqlitebus_journal row.
+func (st *dbState) readJournalPosition() (journalPosition, error) {
+	var pos journalPosition
+	err := st.db.QueryRowContext(context.Background(),
+		`SELECT epoch, moved FROM sqlitebus_journal WHERE id = 1`).Scan(&pos.epoch, &pos.moved)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return journalPosition{}, nil
+	case err != nil:
+		return journalPosition{}, fmt.Errorf("sqlitebus: read journal position: %w", err)
+	}
+	pos.ok = true
+	return pos, nil
+}
+
+// moveLoop copies the journal into the table whenever it grows, until stop
+// is closed; then it moves what is left and returns. A failed move is retried
+// with backoff: the messages stay in the journal (and in memory) meanwhile.
+func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.LoggerAdapter) {
+	const firstWait, maxWait = 10 * time.Millisecond, 2 * time.Second
+	wait := firstWait
+	for {
+		moved, err := st.moveJournal(j)
+		if err != nil {
+			logger.Error("sqlitebus: moving the publish journal into the table failed; retrying", err,
+				watermill.LogFields{"retry_in": wait.String()})
+			select {
+			case <-stop:
+				return // the next open moves the rest
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, maxWait)
+			continue
+		}
+		wait = firstWait
+		if moved {
+			continue
+		}
+		if err := j.rotate(); err != nil {
+			logger.Error("sqlitebus: rotating the publish journal failed; publishes will fail until restart", err, nil)
+		}
+		select {
+		case <-j.wake:
+		case <-stop:
+			for {
+				if moved, err := st.moveJournal(j); err != nil || !moved {
+					if err != nil {
+						logger.Error("sqlitebus: moving the publish journal at close failed; the next open moves the rest", err, nil)
+					}
+					return
+				}
+			}
+		}
+	}
+}
+
+// moveJournal copies up to moveBatch messages from the front of the pending
+// journal into the table and records their end as moved, in one transaction.
+// It reports whether it moved anything.
+func (st *dbState) moveJournal(j *journal) (bool, error) {
+	j.pmu.Lock()
+	chunks := slices.Clone(j.pending) // appends may reallocate j.pending; the chunks never change
+	headDone := j.headDone
+	j.pmu.Unlock()
+	if len(chunks) == 0 {
+		return false, nil
+	}
+
+	var recs []journalRecord
+	count, ci, off := 0, 0, headDone
+	for ci < len(chunks) && count < moveBatch {
+		c := chunks[ci]
+		if off == len(c.data) {
+			ci, off = ci+1, 0
+			continue
+		}
+		rec, n, ok := readRecord(c.data[off:])
+		if !ok { // checked when written or recovered: memory is damaged
+			return false, fmt.Errorf("journal record at offset %d does not decode", c.start+int64(off))
+		}
+		recs = append(recs, rec)
+		count += len(rec.msgs)
+		off += n
+	}
+	if ci < len(chunks) && off == len(chunks[ci].data) {
+		ci, off = ci+1, 0
+	}
+	// The position after the last record moved.
+	last := chunks[max(ci-1, 0)]
+	epoch, moved := last.epoch, last.start+int64(len(last.data))
+	if off > 0 {
+		epoch, moved = chunks[ci].epoch, chunks[ci].start+int64(off)
+	}
+
+	if err := st.insertRecords(recs, epoch, moved); err != nil {
+		return false, err
+	}
+
+	consumed := off - headDone
+	for _, c := range chunks[:ci] {
+		consumed += len(c.data)
+	}
+	j.pmu.Lock()
+	clear(j.pending[:ci]) // let the moved chunks be collected
+	j.pending = j.pending[ci:]
+	j.headDone = off
+	j.pendingBytes -= consumed
+	j.room.Broadcast()
+	j.pmu.Unlock()
+
+	topics := make(map[string]bool, 1)
+	for _, r := range recs {
+		if !topics[r.topic] {
+			topics[r.topic] = true
+			st.notify(r.topic)
+		}
+	}
+	return true, nil
+}
+
+// insertRecords inserts the messages of recs and sets the journal position,
+// in one transaction.
+func (st *dbState) insertRecords(recs []journalRecord, epoch uint64, moved int64) (err error) {
+	st.writeMu.Lock()
+	defer st.writeMu.Unlock()
+	ctx := context.Background() // not cancellable: see insert
+	tx, err := st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	stmt := tx.StmtContext(ctx, st.q.insert)
+	for _, r := range recs {
+		for _, m := range r.msgs {
+			payload := m.payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			if _, err := stmt.ExecContext(ctx, r.topic, m.uuid, payload, string(m.metadata), r.created); err != nil {
+				return fmt.Errorf("insert %s: %w", m.uuid, err)
+			}
+		}
+	}
+	if _, err := tx.StmtContext(ctx, st.q.journal).ExecContext(ctx, epoch, moved); err != nil {
+		return fmt.Errorf("record journal position: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
