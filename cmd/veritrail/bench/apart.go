@@ -15,6 +15,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/veritrail/veritrail/bus/sqlitebus"
+	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/ingest/blobs"
@@ -28,7 +29,7 @@ type Apart struct {
 	// the embedded bus.
 	Ingest Phase   `json:"ingest_alone"`
 	Ratio  float64 `json:"ingest_alone_over_bare"`
-	// PublishesPerCommit is how many Publish calls of ingest alone shared a commit of the
+	// PublishesPerCommit is how many Publish calls of ingest alone shared a write of the
 	// embedded bus, on average (warm-up included).
 	PublishesPerCommit float64 `json:"ingest_alone_publishes_per_commit"`
 	// Backlog is what the evaluator then applied alone (every message of the warm-up and the
@@ -147,7 +148,9 @@ func startIngestAlone(ctx context.Context, dir string) (addr string, stats func(
 		return "", nil, nil, err
 	}
 	closeAll := func() error { return errors.Join(busDB.Close(), st.Close()) }
-	bus, err := sqlitebus.New(busDB, sqlitebus.Config{CompactInterval: -1}, watermill.NopLogger{})
+	busCfg := app.EmbeddedBusConfig()
+	busCfg.CompactInterval = -1
+	bus, err := sqlitebus.New(busDB, busCfg, watermill.NopLogger{})
 	if err != nil {
 		closeAll()
 		return "", nil, nil, err

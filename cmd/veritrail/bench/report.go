@@ -62,7 +62,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if a := r.Apart; a != nil {
 		fmt.Fprintf(tw, "ingest alone\t%.0f/s, p50 %.2f ms, p99 %.2f ms: %.2fx bare (target >= %.2f: %s)\n",
 			a.Ingest.PerSecond, a.Ingest.P50ms, a.Ingest.P99ms, a.Ratio, r.RatioTarget, verdict(a.Ratio >= r.RatioTarget))
-		fmt.Fprintf(tw, "\t%.0f us of CPU per request (bare %.0f), %.2f cores busy (bare %.2f), %.1f publishes per bus commit\n",
+		fmt.Fprintf(tw, "\t%.0f us of CPU per request (bare %.0f), %.2f cores busy (bare %.2f), %.1f publishes per bus write\n",
 			a.Ingest.CPUPerOK, r.Bare.CPUPerOK, a.Ingest.Cores, r.Bare.Cores, a.PublishesPerCommit)
 		fmt.Fprintf(tw, "evaluator alone\t%.0f/s (%d in %.1f s after %d while starting): %.2fx ingest alone (keeps up: %s)\n",
 			a.EvaluatorPerSecond, a.Backlog-a.AppliedAtStart, a.EvaluatorSeconds, a.AppliedAtStart, a.VsIngest, verdict(a.VsIngest >= 1))
