@@ -37,9 +37,9 @@ import (
 //	str: uvarint length | bytes
 //
 // A record cut short or damaged by a crash fails its length or checksum; it
-// was never acknowledged, and the file is truncated there on open. Once all
-// of the file is moved and it has grown past rotateBytes, it is truncated to
-// a header with the next epoch. The table's sqlitebus_journal row holds
+// was never acknowledged, and the file is truncated there on open. Once the
+// file has grown past rotateBytes, appends wait while the mover moves the rest
+// of it, and it is truncated to a header with the next epoch. The table's sqlitebus_journal row holds
 // (epoch, offset moved to); a file whose epoch is one past the row's was
 // rotated after its last move and holds nothing of the old epoch.
 const (
@@ -287,16 +287,35 @@ func (j *journal) write(buf []byte) error {
 	return nil
 }
 
-// rotate empties a large, fully moved file. The move that emptied pending has
-// committed before pending was trimmed, so nothing of this epoch is lost.
-func (j *journal) rotate() error {
+// full reports whether the file has grown past rotateAt.
+func (j *journal) full() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.pmu.Lock()
-	idle := len(j.pending) == 0
-	j.pmu.Unlock()
-	if !idle || j.closed || j.broken != nil || j.end < j.rotateAt {
+	return j.end >= j.rotateAt && !j.closed && j.broken == nil
+}
+
+// rotate empties a file that has grown past rotateAt. Appends wait meanwhile
+// while move (the mover's) copies what is left of it into the table, so that
+// a steady load, which rarely leaves nothing unmoved, cannot grow the file
+// without bound; the wait is a few moves once every rotateAt bytes. A move
+// commits before it trims pending, so once pending is empty nothing of this
+// epoch is only in the file.
+func (j *journal) rotate(move func() (bool, error)) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.end < j.rotateAt || j.closed || j.broken != nil {
 		return nil
+	}
+	for {
+		j.pmu.Lock()
+		idle := len(j.pending) == 0
+		j.pmu.Unlock()
+		if idle {
+			break
+		}
+		if _, err := move(); err != nil {
+			return err // the mover retries; the file rotates later
+		}
 	}
 	if err := j.reset(j.epoch + 1); err != nil {
 		// A half-rotated file reads as empty on open; appending to it now

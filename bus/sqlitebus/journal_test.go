@@ -256,43 +256,58 @@ func TestJournalRecoveryEpochs(t *testing.T) {
 	}
 }
 
-// A fully moved journal past its size is emptied under a new epoch; reopening after any
-// number of rotations moves nothing twice and loses nothing.
+// A journal past its size is moved to the end and emptied under a new epoch, also under a
+// steady stream of publishes that never leaves it idle; reopening after any number of
+// rotations moves nothing twice and loses nothing.
 func TestJournalRotates(t *testing.T) {
 	path := tempDBPath(t)
 	b := journalBus(t, path)
 	b.jr.mu.Lock()
 	b.jr.rotateAt = 2 << 10
 	b.jr.mu.Unlock()
-	pub := mustPublisher(t, b)
 	var want []string
 	for i := range 200 {
-		id := fmt.Sprint("m", i)
-		want = append(want, id)
-		if err := pub.Publish("evidence", message.NewMessage(id, bytes.Repeat([]byte{'x'}, 100))); err != nil {
+		want = append(want, fmt.Sprint("m", i))
+	}
+	// Four publishers, one topic each, without pauses.
+	errs := make(chan error, 4)
+	for w := range 4 {
+		pub := mustPublisher(t, b)
+		go func() {
+			for _, id := range want {
+				if err := pub.Publish(fmt.Sprint("evidence", w), message.NewMessage(id, bytes.Repeat([]byte{'x'}, 100))); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
 			t.Fatal(err)
-		}
-		if i%20 == 19 {
-			waitMoved(t, b)
-			time.Sleep(5 * time.Millisecond) // the mover rotates once idle
 		}
 	}
 	waitMoved(t, b)
 	b.jr.mu.Lock()
 	epoch, end := b.jr.epoch, b.jr.end
 	b.jr.mu.Unlock()
-	if epoch < 3 {
-		t.Errorf("epoch %d after 20 KB through a 2 KB journal; want several rotations", epoch)
+	if epoch < 10 {
+		t.Errorf("epoch %d after 100 KB through a 2 KB journal; want many rotations", epoch)
 	}
 	if fi, err := os.Stat(path + journalSuffix); err != nil || fi.Size() != end || end > 6<<10 {
 		t.Errorf("journal file: %v, %v; want %d bytes, under 6 KB", fi.Size(), err, end)
 	}
-	ch := mustSubscribe(t, mustSubscriber(t, b, "g"), "evidence")
-	equalIDs(t, receiveAck(t, ch, len(want)), want)
+	for w := range 4 {
+		ch := mustSubscribe(t, mustSubscriber(t, b, "g"), fmt.Sprint("evidence", w))
+		equalIDs(t, receiveAck(t, ch, len(want)), want)
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	equalIDs(t, openClosed(t, path), want)
+	if got := openClosed(t, path); len(got) != 4*len(want) {
+		t.Errorf("%d messages in the table after reopening, want %d", len(got), 4*len(want))
+	}
 }
 
 // While the mover cannot write (here: the write lock is held), publishes go on until the

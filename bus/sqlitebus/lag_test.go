@@ -9,10 +9,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
+// lagBus delivers one message at a time, so that each ack is stored (and counted) alone.
 func lagBus(t *testing.T, maxLag int, wait time.Duration) *Bus {
 	t.Helper()
 	return newTestBusWith(t, tempDBPath(t), Config{NackResendSleep: time.Millisecond, CompactInterval: -1,
-		PublishJournal: true, MaxInFlight: 4, MaxLag: maxLag, LagGroup: "eval", MaxLagWait: wait})
+		PublishJournal: true, MaxLag: maxLag, LagGroup: "eval", MaxLagWait: wait})
 }
 
 // publishAsync publishes one message per call and reports each return.
@@ -53,7 +54,7 @@ func TestLagHoldsPublishersForTheConsumer(t *testing.T) {
 	if n := returned(t, done, 300*time.Millisecond); n != 6 {
 		t.Fatalf("%d publishes returned with nothing acked and MaxLag 5; want 6 (the sixth passes at 5 unacked)", n)
 	}
-	for range 4 { // the window: acks are stored when all of it is acked
+	for range 4 {
 		receive(t, ch, 5*time.Second).Ack()
 	}
 	if n := returned(t, done, 300*time.Millisecond); n != 4 {
@@ -112,5 +113,34 @@ func TestLagOnlyForTheSubscribedGroup(t *testing.T) {
 	cancel() // the consumer leaves: the waiting publisher goes on
 	if n := returned(t, done, 2*time.Second); n != 3 {
 		t.Fatalf("%d of 3 publishes returned after the lag group's subscription ended", n)
+	}
+}
+
+// With a window of messages in flight (how the evaluator consumes), the acks of a window count
+// once they are stored, and a consumer that keeps up never holds publishers for long.
+func TestLagCountsWindowAcks(t *testing.T) {
+	b := newTestBusWith(t, tempDBPath(t), Config{NackResendSleep: time.Millisecond, CompactInterval: -1,
+		PublishJournal: true, MaxInFlight: 4, MaxLag: 5, LagGroup: "eval", MaxLagWait: time.Minute})
+	ch := mustSubscribe(t, mustSubscriber(t, b, "eval"), "evidence")
+	go func() {
+		for m := range ch {
+			m.Ack()
+		}
+	}()
+	if n := returned(t, publishAsync(t, mustPublisher(t, b), "evidence", 50), 2*time.Second); n != 50 {
+		t.Fatalf("%d of 50 publishes returned with a consumer acking everything", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.st.lag.mu.Lock()
+		left := b.st.lag.unacked["evidence"]
+		b.st.lag.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages still counted unacked after the consumer acked all 50", left)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

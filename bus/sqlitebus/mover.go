@@ -46,11 +46,13 @@ func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.L
 			continue
 		}
 		wait = firstWait
+		if j.full() {
+			if err := j.rotate(func() (bool, error) { return st.moveJournal(j) }); err != nil {
+				logger.Error("sqlitebus: rotating the publish journal failed", err, nil)
+			}
+		}
 		if moved {
 			continue
-		}
-		if err := j.rotate(); err != nil {
-			logger.Error("sqlitebus: rotating the publish journal failed; publishes will fail until restart", err, nil)
 		}
 		select {
 		case <-j.wake:

@@ -120,13 +120,17 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		owner:  watermill.NewUUID(),
 		logger: s.logger.With(watermill.LogFields{"topic": topic}),
 	}
+	// Counted before Subscribe returns: a publish right after it is held back already.
+	gated := s.st.lag != nil && s.cfg.ConsumerGroup == s.st.lag.group
+	if gated {
+		s.st.lag.subscribe(topic, 1)
+	}
 	go func() {
 		defer s.wg.Done()
 		defer close(out)
 		defer unwatch()
-		if g := s.st.lag; g != nil && s.cfg.ConsumerGroup == g.group {
-			g.subscribe(topic, 1)
-			defer g.subscribe(topic, -1)
+		if gated {
+			defer s.st.lag.subscribe(topic, -1)
 		}
 		if s.cfg.ConsumerGroup == "" {
 			sub.runIndependent()
