@@ -123,7 +123,11 @@ func (b *Bus) PublishStats() PublishStats {
 
 // Publisher returns a new Publisher on the bus's database.
 func (b *Bus) Publisher() (*Publisher, error) {
-	p, err := NewPublisher(b.db, PublisherConfig{Hub: b.hub, Linger: b.cfg.PublishLinger}, b.logger)
+	linger := b.cfg.PublishLinger
+	if linger == 0 && b.jr != nil {
+		linger = DefaultJournalLinger
+	}
+	p, err := NewPublisher(b.db, PublisherConfig{Hub: b.hub, Linger: linger}, b.logger)
 	if err != nil {
 		return nil, err
 	}

@@ -26,12 +26,18 @@ func (st *dbState) readJournalPosition() (journalPosition, error) {
 	return pos, nil
 }
 
+// moveLinger is how long the mover lets appends gather before it moves them:
+// what a message waits before subscribers see it, once the journal was idle.
+const moveLinger = 2 * time.Millisecond
+
 // moveLoop copies the journal into the table whenever it grows, until stop
 // is closed; then it moves what is left and returns. A failed move is retried
 // with backoff: the messages stay in the journal (and in memory) meanwhile.
 func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.LoggerAdapter) {
 	const firstWait, maxWait = 10 * time.Millisecond, 2 * time.Second
 	wait := firstWait
+	linger := time.NewTimer(moveLinger)
+	defer linger.Stop()
 	for {
 		moved, err := st.moveJournal(j)
 		if err != nil {
@@ -56,6 +62,14 @@ func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.L
 		}
 		select {
 		case <-j.wake:
+			// Let appends gather: a move costs about as much for one message as
+			// for dozens, and under load the mover would otherwise chase every
+			// append with a transaction of its own.
+			linger.Reset(moveLinger)
+			select {
+			case <-linger.C:
+			case <-stop:
+			}
 		case <-stop:
 			for {
 				if moved, err := st.moveJournal(j); err != nil || !moved {
