@@ -289,14 +289,23 @@ func TestJournalRotates(t *testing.T) {
 		}
 	}
 	waitMoved(t, b)
-	b.jr.mu.Lock()
-	epoch, end := b.jr.epoch, b.jr.end
-	b.jr.mu.Unlock()
-	if epoch < 10 {
-		t.Errorf("epoch %d after 100 KB through a 2 KB journal; want many rotations", epoch)
+	// The mover rotates once it sees the file full, after its last move.
+	var epoch uint64
+	var end int64
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.jr.mu.Lock()
+		epoch, end = b.jr.epoch, b.jr.end
+		b.jr.mu.Unlock()
+		if end < b.jr.rotateAt || time.Now().After(deadline) {
+			break
+		}
 	}
-	if fi, err := os.Stat(path + journalSuffix); err != nil || fi.Size() != end || end > 6<<10 {
-		t.Errorf("journal file: %v, %v; want %d bytes, under 6 KB", fi.Size(), err, end)
+	// How many rotations depends on how appends and moves interleave; a few at least.
+	if epoch < 3 {
+		t.Errorf("epoch %d after 100 KB through a 2 KB journal; want several rotations", epoch)
+	}
+	if fi, err := os.Stat(path + journalSuffix); err != nil || fi.Size() != end || end >= 2<<10 {
+		t.Errorf("journal file: %v, %v; want %d bytes, under the 2 KB rotation size", fi.Size(), err, end)
 	}
 	for w := range 4 {
 		ch := mustSubscribe(t, mustSubscriber(t, b, "g"), fmt.Sprint("evidence", w))
