@@ -38,10 +38,11 @@ import (
 //
 // A record cut short or damaged by a crash fails its length or checksum; it
 // was never acknowledged, and the file is truncated there on open. Once the
-// file has grown past rotateBytes, appends wait while the mover moves the rest
-// of it, and it is truncated to a header with the next epoch. The table's sqlitebus_journal row holds
-// (epoch, offset moved to); a file whose epoch is one past the row's was
-// rotated after its last move and holds nothing of the old epoch.
+// file has grown past rotateBytes, appends wait while the mover moves the
+// rest of it, and it is truncated to a header with the next epoch. The
+// table's sqlitebus_journal row holds (epoch, offset moved to); a file whose
+// epoch is one past the row's was rotated after its last move and holds
+// nothing of the old epoch.
 const (
 	journalMagic    = "VTBUSJ01"
 	journalHeader   = 16
