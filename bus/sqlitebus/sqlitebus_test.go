@@ -116,19 +116,7 @@ func TestLargePublishKeepsOrder(t *testing.T) {
 	if err := pub.Publish("t", poisoned...); err == nil {
 		t.Fatal("a batch with a poisoned last message was published")
 	}
-	rows, err := b.db.Query(`SELECT uuid FROM sqlitebus_messages ORDER BY "offset"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var got []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, id)
-	}
+	got := storedIDs(t, b)
 	if len(got) != n {
 		t.Fatalf("%d messages stored, want %d", len(got), n)
 	}
@@ -656,19 +644,7 @@ func TestGroupCommit(t *testing.T) {
 			t.Errorf("caller %d: %v", i, err)
 		}
 	}
-	rows, err := b.db.Query(`SELECT uuid FROM sqlitebus_messages ORDER BY "offset"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := storedIDs(t, b)
 	if len(ids) != 2*(callers-1) {
 		t.Fatalf("%d messages stored, want %d", len(ids), 2*(callers-1))
 	}
