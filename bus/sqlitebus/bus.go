@@ -123,11 +123,7 @@ func (b *Bus) PublishStats() PublishStats {
 
 // Publisher returns a new Publisher on the bus's database.
 func (b *Bus) Publisher() (*Publisher, error) {
-	linger := b.cfg.PublishLinger
-	if linger == 0 && b.jr != nil {
-		linger = DefaultJournalLinger
-	}
-	p, err := NewPublisher(b.db, PublisherConfig{Hub: b.hub, Linger: linger}, b.logger)
+	p, err := NewPublisher(b.db, PublisherConfig{Hub: b.hub, Linger: b.cfg.PublishLinger}, b.logger)
 	if err != nil {
 		return nil, err
 	}

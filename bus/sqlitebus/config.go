@@ -116,7 +116,8 @@ type PublisherConfig struct {
 	Hub *Hub
 	// Linger is the longest a commit waits for more Publish calls to share
 	// it, when calls arrive faster than one per Linger on average (see
-	// commitPublish). Zero means DefaultLinger; negative, never wait.
+	// commitPublish). Zero means DefaultLinger, or DefaultJournalLinger when
+	// the Hub's Bus publishes through its journal; negative, never wait.
 	Linger time.Duration
 }
 
@@ -127,8 +128,8 @@ type PublisherConfig struct {
 // 7,500-9,000 a second (docs/PERFORMANCE.md).
 const DefaultLinger = 200 * time.Microsecond
 
-// DefaultJournalLinger is the linger of a Bus's publishers when they append
-// to the journal (Config.PublishJournal) and Config.PublishLinger is zero. An
+// DefaultJournalLinger is the linger of publishers that append to a Bus's
+// journal (Config.PublishJournal) when none is configured. An
 // append costs a fraction of a commit, and 200 us of it left a tenth of the
 // cores idle at 16 clients; 50 us kept 1.5 calls an append and the cores busy
 // (docs/PERFORMANCE.md).

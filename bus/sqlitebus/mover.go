@@ -149,36 +149,18 @@ func (st *dbState) moveJournal(j *journal) (bool, error) {
 
 // insertRecords inserts the messages of recs and sets the journal position,
 // in one transaction.
-func (st *dbState) insertRecords(recs []journalRecord, epoch uint64, moved int64) (err error) {
-	st.writeMu.Lock()
-	defer st.writeMu.Unlock()
-	ctx := context.Background() // not cancellable: see insert
-	tx, err := st.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	stmt := tx.StmtContext(ctx, st.q.insert)
-	for _, r := range recs {
-		for _, m := range r.msgs {
-			payload := m.payload
-			if payload == nil {
-				payload = []byte{}
-			}
-			if _, err := stmt.ExecContext(ctx, r.topic, m.uuid, payload, string(m.metadata), r.created); err != nil {
-				return fmt.Errorf("insert %s: %w", m.uuid, err)
+func (st *dbState) insertRecords(recs []journalRecord, epoch uint64, moved int64) error {
+	return st.insertTx(func(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt) error {
+		for _, r := range recs {
+			for _, m := range r.msgs {
+				if err := insertRow(ctx, stmt, r.topic, m.uuid, m.payload, m.metadata, r.created); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	if _, err := tx.StmtContext(ctx, st.q.journal).ExecContext(ctx, epoch, moved); err != nil {
-		return fmt.Errorf("record journal position: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+		if _, err := tx.StmtContext(ctx, st.q.journal).ExecContext(ctx, epoch, moved); err != nil {
+			return fmt.Errorf("record journal position: %w", err)
+		}
+		return nil
+	})
 }

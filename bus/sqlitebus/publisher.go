@@ -51,6 +51,9 @@ func NewPublisher(db *sql.DB, cfg PublisherConfig, logger watermill.LoggerAdapte
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = DefaultLinger
+		if st.jr != nil {
+			cfg.Linger = DefaultJournalLinger
+		}
 	}
 	return &Publisher{st: st, logger: logger, linger: max(cfg.Linger, 0)}, nil
 }
@@ -218,11 +221,26 @@ func (st *dbState) insertGroup(group []*publishReq) {
 // statement is a write, so SQLite takes the write lock right away (waiting for
 // other processes through the busy handler) and never has to upgrade a read
 // snapshot.
-func (st *dbState) insert(group []*publishReq, now int64) (err error) {
+func (st *dbState) insert(group []*publishReq, now int64) error {
+	return st.insertTx(func(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt) error {
+		for _, r := range group {
+			for i, m := range r.msgs {
+				if err := insertRow(ctx, stmt, r.topic, m.UUID, m.Payload, r.metadata[i], now); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// insertTx runs fill in one transaction under the process write lock, with
+// the insert statement prepared on the transaction. Not cancellable: an
+// interrupted COMMIT would leave the callers unsure whether the messages
+// were stored.
+func (st *dbState) insertTx(fill func(ctx context.Context, tx *sql.Tx, insert *sql.Stmt) error) (err error) {
 	st.writeMu.Lock()
 	defer st.writeMu.Unlock()
-	// Not cancellable: an interrupted COMMIT would leave the callers unsure
-	// whether the messages were stored.
 	ctx := context.Background()
 	tx, err := st.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -233,22 +251,23 @@ func (st *dbState) insert(group []*publishReq, now int64) (err error) {
 			_ = tx.Rollback() // err is what matters; SQLite may have rolled back already
 		}
 	}()
-	stmt := tx.StmtContext(ctx, st.q.insert)
-	for _, r := range group {
-		for i, m := range r.msgs {
-			payload := []byte(m.Payload)
-			if payload == nil {
-				// The column is NOT NULL; an empty payload round-trips as an
-				// empty (non-nil) slice.
-				payload = []byte{}
-			}
-			if _, err := stmt.ExecContext(ctx, r.topic, m.UUID, payload, string(r.metadata[i]), now); err != nil {
-				return fmt.Errorf("insert %s: %w", m.UUID, err)
-			}
-		}
+	if err := fill(ctx, tx, tx.StmtContext(ctx, st.q.insert)); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// insertRow inserts one message. The payload column is NOT NULL; an empty
+// payload round-trips as an empty (non-nil) slice.
+func insertRow(ctx context.Context, insert *sql.Stmt, topic, uuid string, payload, metadata []byte, created int64) error {
+	if payload == nil {
+		payload = []byte{}
+	}
+	if _, err := insert.ExecContext(ctx, topic, uuid, payload, string(metadata), created); err != nil {
+		return fmt.Errorf("insert %s: %w", uuid, err)
 	}
 	return nil
 }
