@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -163,5 +164,58 @@ func TestPostgresConcurrentOpen(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestPostgresOpenBesideWriters: a process starting beside running ones (a second evaluator,
+// a restarted ingest) must not wait for their transactions. Migrations used to run their DDL
+// every time, and CREATE INDEX IF NOT EXISTS takes a SHARE lock on its table even when the
+// index exists: the opening process queued behind a writer while holding locks the writer's
+// next statement needed, and PostgreSQL broke the cycle by failing the migration.
+func TestPostgresOpenBesideWriters(t *testing.T) {
+	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = defaultPostgres
+	}
+	dsn = withSearchPath(dsn, createSchema(t, connectPostgres(t, dsn)))
+	ctx := context.Background()
+	running, err := sqlstore.OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Close()
+
+	opened := make(chan error, 1)
+	held := make(chan struct{})
+	writer := make(chan error, 1)
+	go func() {
+		writer <- running.Update(ctx, func(tx store.Tx) error {
+			// A write to a table with an index, left uncommitted while another process opens.
+			if err := tx.InsertAudit(ctx, store.AuditRecord{ID: "a-1", OrgID: "o", Operation: "x", At: 1}); err != nil {
+				return err
+			}
+			close(held)
+			select {
+			case err := <-opened:
+				opened <- err
+				return nil
+			case <-time.After(2 * time.Minute):
+				return errors.New("the second open waited for the writer's transaction")
+			}
+		})
+	}()
+	<-held
+	go func() {
+		st, err := sqlstore.OpenPostgres(ctx, dsn)
+		if err == nil {
+			st.Close()
+		}
+		opened <- err
+	}()
+	if err := <-writer; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("open beside a writer: %v", err)
 	}
 }
