@@ -363,8 +363,17 @@ func (e *Evaluator) evaluateAll(ctx context.Context, ids []string) {
 			e.retryLater(ctx, id)
 		}
 	}
-	if err := e.save(ctx, results); err != nil {
+	saved, skipped, err := e.save(ctx, results)
+	if err != nil {
 		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, store.ErrBusy) {
+			// It gave way to a transaction holding an environment it judges: try again soon.
+			e.d.Log.Debug("evaluate: saving trail evaluations gave way; will retry", "trails", len(results), "err", err)
+			for _, r := range results {
+				e.retrySoon(ctx, r.trailID)
+			}
 			return
 		}
 		e.d.Log.Error("evaluate: saving trail evaluations failed; will retry", "trails", len(results), "err", err)
@@ -373,14 +382,29 @@ func (e *Evaluator) evaluateAll(ctx context.Context, ids []string) {
 		}
 		return
 	}
-	e.notify(nil, fingerprintsByOrg(results))
+	for _, r := range skipped {
+		e.retrySoon(ctx, r.trailID)
+	}
+	e.notify(nil, fingerprintsByOrg(saved))
 }
 
 func (e *Evaluator) retryLater(ctx context.Context, id string) {
+	e.retryAfter(ctx, id, time.Second)
+}
+
+// retrySoon evaluates a trail again after a pause as long as a batch transaction usually takes:
+// its evaluation was not saved because another transaction held what the save needed.
+func (e *Evaluator) retrySoon(ctx context.Context, id string) {
+	e.retryAfter(ctx, id, 20*time.Millisecond)
+}
+
+func (e *Evaluator) retryAfter(ctx context.Context, id string, d time.Duration) {
 	go func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-t.C:
 			e.markDirty(id)
 		}
 	}()
@@ -406,10 +430,14 @@ func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
 	if err := errs[trailID]; err != nil {
 		return err
 	}
-	if err := e.save(ctx, results); err != nil {
+	saved, skipped, err := e.save(ctx, results)
+	if err != nil {
 		return err
 	}
-	e.notify(nil, fingerprintsByOrg(results))
+	if len(skipped) > 0 {
+		return fmt.Errorf("evaluate trail %s: %w", trailID, store.ErrBusy)
+	}
+	e.notify(nil, fingerprintsByOrg(saved))
 	return nil
 }
 
@@ -510,18 +538,42 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.Ev
 	return r, nil
 }
 
-// save writes results in one transaction and clears the dirt each one saw.
-func (e *Evaluator) save(ctx context.Context, results []trailResult) error {
+// save writes results in one transaction and clears the dirt each one saw. It answers the
+// results it saved. On PostgreSQL an apply in another transaction may hold a trail's row: the
+// evaluation of that trail is left unsaved (the apply dirties the trail again, and whoever
+// applied it evaluates it after), so saving never waits for a trail. It gives way (store.Tx
+// GiveWay) for the environments it judges, which an apply may hold while it waits for a trail
+// this transaction holds.
+func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, skipped []trailResult, err error) {
 	if len(results) == 0 {
-		return nil
+		return nil, nil, nil
 	}
-	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
+	err = e.d.Store.Update(ctx, func(tx store.Tx) error {
+		saved, skipped = saved[:0], skipped[:0]
+		if err := tx.GiveWay(ctx); err != nil {
+			return err
+		}
+		ids := make([]string, 0, len(results))
+		for _, r := range results {
+			if r.doc != nil {
+				ids = append(ids, r.trailID)
+			}
+		}
+		locked, err := tx.LockTrails(ctx, ids)
+		if err != nil {
+			return err
+		}
 		saves := make([]store.ComplianceSave, 0, len(results))
 		generations := make(map[string]int64, len(results))
 		for _, r := range results {
 			if r.doc != nil {
+				if _, ok := slices.BinarySearch(locked, r.trailID); !ok {
+					skipped = append(skipped, r) // held by an apply, or deleted meanwhile
+					continue
+				}
 				saves = append(saves, store.ComplianceSave{TrailID: r.trailID, State: r.state, Doc: r.doc, At: r.at, ArtifactStates: r.states})
 			}
+			saved = append(saved, r)
 			generations[r.trailID] = r.gen
 		}
 		if err := tx.SaveCompliances(ctx, saves); err != nil {
@@ -530,20 +582,21 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) error {
 		if err := tx.ClearDirtyAll(ctx, generations); err != nil {
 			return err
 		}
-		if err := tx.Announce(ctx, nil, fingerprintsByOrg(results)); err != nil {
+		if err := tx.Announce(ctx, nil, fingerprintsByOrg(saved)); err != nil {
 			return err
 		}
 		// In the same transaction, so that once the trail reads as evaluated, so do the verdicts it changes.
-		return e.policies.afterTrails(ctx, tx, fingerprintsByOrg(results), e.now())
+		return e.policies.afterTrails(ctx, tx, fingerprintsByOrg(saved), e.now())
 	})
-	if err == nil {
-		for _, r := range results {
-			if r.doc != nil {
-				e.evaluations.Add(1)
-			}
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range saved {
+		if r.doc != nil {
+			e.evaluations.Add(1)
 		}
 	}
-	return err
+	return saved, skipped, nil
 }
 
 // fingerprintsByOrg gathers the fingerprints of the evaluated trails' artifacts.

@@ -16,6 +16,10 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned when a unique name is taken.
 var ErrConflict = errors.New("conflict")
 
+// ErrBusy is returned when a transaction that gives way (Tx.GiveWay) would have waited too long
+// for a lock another transaction holds: nothing was written, and trying again shortly succeeds.
+var ErrBusy = errors.New("busy: a lock is held by another transaction")
+
 // Org is a tenant. Every other record belongs to exactly one.
 type Org struct {
 	ID        string
@@ -350,6 +354,20 @@ type Tx interface {
 	ClearDirty(ctx context.Context, trailID string, generation int64) error
 	// ClearDirtyAll is ClearDirty for several trails (trail ID -> generation evaluated).
 	ClearDirtyAll(ctx context.Context, generations map[string]int64) error
+	// LockTrails takes the row locks of those of the trails ids that no other transaction holds,
+	// in ID order and without waiting, and answers the IDs it locked (a trail that does not
+	// exist is not answered). The holder is the only transaction changing those trails until it
+	// ends. The evaluator saves compliance only for trails it locked: a trail whose lock an
+	// apply holds is dirtied again by that apply and evaluated after it. SQLite has one writer,
+	// so it locks every existing trail.
+	LockTrails(ctx context.Context, ids []string) ([]string, error)
+	// GiveWay bounds how long this transaction's statements wait for locks other transactions
+	// hold; past the bound the statement fails with an error wrapping ErrBusy. A transaction
+	// that cannot take its locks in the order the others take theirs (saving evaluations takes
+	// trails, then environments; a batch of messages may take an environment, then a trail)
+	// gives way, so a cycle of waits is broken by it at once instead of by the database's
+	// deadlock detection a second later. A no-op where there is one writer.
+	GiveWay(ctx context.Context) error
 	SaveCompliance(ctx context.Context, trailID, state string, doc json.RawMessage, at float64, artifactStates map[string]string) error
 	// SaveCompliances is SaveCompliance for several trails, in two statements per thousand or so.
 	SaveCompliances(ctx context.Context, saves []ComplianceSave) error

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/internal/walcheckpoint"
 )
@@ -69,6 +71,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	// transaction open, which on SQLite would hold the only writer connection for good.
 	defer func() { _ = tx.Rollback() }()
 	if err := fn(&txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}, channel: s.channel}); err != nil {
+		if isLockTimeout(err) {
+			return fmt.Errorf("%w: %w", store.ErrBusy, err)
+		}
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -309,6 +314,13 @@ func isUnique(err error) bool {
 	msg := err.Error()
 	// SQLite: "UNIQUE constraint failed"; PostgreSQL: SQLSTATE 23505.
 	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "23505")
+}
+
+// isLockTimeout reports PostgreSQL's lock_not_available (SQLSTATE 55P03), what a statement of a
+// transaction that gives way fails with.
+func isLockTimeout(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "55P03"
 }
 
 func notFound(err error, what string) error {

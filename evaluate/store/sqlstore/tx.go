@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -231,6 +232,50 @@ func (t *txn) AppendTrailEvent(ctx context.Context, e store.TrailEvent, at float
 	return err
 }
 
+// giveWayAfter is GiveWay's bound: well under PostgreSQL's deadlock_timeout (1 s by default), so
+// a cycle through a transaction that gives way ends before deadlock detection runs, and well
+// above a batch transaction's usual length, so ordinary waits still succeed.
+const giveWayAfter = "200ms"
+
+func (t *txn) GiveWay(ctx context.Context) error {
+	if t.d.name != postgresDialect.name {
+		return nil
+	}
+	_, err := t.exec(ctx, "give way", `SET LOCAL lock_timeout = '`+giveWayAfter+`'`)
+	return err
+}
+
+func (t *txn) LockTrails(ctx context.Context, ids []string) ([]string, error) {
+	sorted := slices.Compact(slices.Sorted(slices.Values(ids)))
+	lock := ""
+	if t.d.name == postgresDialect.name {
+		// NO KEY UPDATE is what an UPDATE of the row takes, and it does not conflict with the
+		// KEY SHARE that inserting an attestation or event (a foreign key to the trail) takes.
+		lock = ` FOR NO KEY UPDATE SKIP LOCKED`
+	}
+	out := make([]string, 0, len(sorted))
+	for start := 0; start < len(sorted); start += maxParams {
+		part := sorted[start:min(start+maxParams, len(sorted))]
+		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT id FROM trails WHERE id IN (`+placeholders(len(part))+
+			`) ORDER BY id`+lock, anys(part)...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
+			}
+			out = append(out, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
+		}
+	}
+	return out, nil
+}
+
 func (t *txn) MarkDirty(ctx context.Context, trailID string) error {
 	return t.MarkDirtyAll(ctx, []string{trailID})
 }
@@ -239,6 +284,8 @@ func (t *txn) MarkDirtyAll(ctx context.Context, trailIDs []string) error {
 	// Generations come from the clock (and only ever grow) so that a row deleted and
 	// re-created never reuses a generation a slow evaluator elsewhere might still clear.
 	gen := time.Now().UnixNano()
+	// In ID order, as every transaction that takes several of these rows takes them.
+	trailIDs = slices.Sorted(slices.Values(trailIDs))
 	return inChunks(trailIDs, 2, func(part []string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {

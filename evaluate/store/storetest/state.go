@@ -555,3 +555,29 @@ func testConcurrentUpdates(t *testing.T, e *env) {
 	})
 	checkDirty(t, e)
 }
+
+// testLockTrails: LockTrails answers the existing trails among those asked, once each, in ID
+// order, and a transaction that gives way still commits what it wrote when nothing stood in its way.
+func testLockTrails(t *testing.T, e *env) {
+	e.org(t, "org-a", "acme")
+	f := e.flow(t, "org-a", "flow-1", "app")
+	a := e.trail(t, f, "trail-b", "b", t0)
+	b := e.trail(t, f, "trail-a", "a", t0)
+	e.update(t, func(tx store.Tx) error {
+		must(t, "GiveWay", tx.GiveWay(e.ctx))
+		got, err := tx.LockTrails(e.ctx, []string{a.ID, "no-such-trail", b.ID, a.ID})
+		must(t, "LockTrails", err)
+		if want := []string{"trail-a", "trail-b"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("LockTrails = %v, want %v", got, want)
+		}
+		if got, err := tx.LockTrails(e.ctx, nil); err != nil || len(got) != 0 {
+			t.Errorf("LockTrails(nil) = %v, %v", got, err)
+		}
+		return tx.SaveCompliance(e.ctx, a.ID, "COMPLIANT", []byte(`{}`), t0+1, nil)
+	})
+	got, err := e.s.TrailByName(e.ctx, f.ID, "b")
+	must(t, "TrailByName", err)
+	if got.State != "COMPLIANT" {
+		t.Errorf("state after a transaction that gave way = %q, want COMPLIANT", got.State)
+	}
+}

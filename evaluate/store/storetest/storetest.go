@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Snapshots", testSnapshots},
 		{"Applied", testApplied},
 		{"Dirty", testDirty},
+		{"LockTrails", testLockTrails},
 		{"Visible", testVisible},
 		{"Rollback", testRollback},
 		{"RollbackOnPanic", testRollbackOnPanic},
