@@ -36,6 +36,11 @@ type Config struct {
 	Partitions int32
 	// ReplicationFactor of the topics EnsureTopics creates.
 	ReplicationFactor int16
+	// MaxInFlight is how many messages of one partition a subscriber hands out before the first
+	// of them is acked. 0 or 1 is one at a time (watermill-kafka's subscriber); a consumer that
+	// applies many messages per store transaction sets more, or it gets one message per
+	// partition per transaction.
+	MaxInFlight int
 
 	// envErr keeps invalid environment values found by RegisterFlags, which
 	// cannot return an error itself, until Validate reports them.
@@ -73,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 0 {
 		errs = append(errs, fmt.Errorf("kafkabus: partitions must not be negative (0 means %d), got %d", DefaultPartitions, c.Partitions))
+	}
+	if c.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("kafkabus: max in flight must not be negative, got %d", c.MaxInFlight))
 	}
 	if c.ReplicationFactor < 0 {
 		errs = append(errs, fmt.Errorf("kafkabus: replication factor must not be negative (0 means %d), got %d", DefaultReplicationFactor, c.ReplicationFactor))

@@ -83,6 +83,9 @@ func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (message.Subscrib
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
+	if cfg.MaxInFlight > 1 {
+		return newWindowSubscriber(cfg, logger), nil
+	}
 	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
 		Brokers:               cfg.Brokers,
 		Unmarshaler:           newMarshaler(),

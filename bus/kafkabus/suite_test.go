@@ -34,9 +34,9 @@ func fastRebalance(sc *sarama.Config) {
 	sc.Consumer.Group.Rebalance.Timeout = 3 * time.Second
 }
 
-func newPubSub(t *testing.T, brokers []string, group string) (message.Publisher, message.Subscriber) {
+func newPubSub(t *testing.T, brokers []string, group string, maxInFlight int) (message.Publisher, message.Subscriber) {
 	t.Helper()
-	cfg := kafkabus.WithSaramaTuning(kafkabus.Config{Brokers: brokers, ConsumerGroup: group}, fastRebalance)
+	cfg := kafkabus.WithSaramaTuning(kafkabus.Config{Brokers: brokers, ConsumerGroup: group, MaxInFlight: maxInFlight}, fastRebalance)
 	pub, err := kafkabus.NewPublisher(cfg, testLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +59,33 @@ func newPubSub(t *testing.T, brokers []string, group string) (message.Publisher,
 // With the full counts the two runs take about 50s here, and over 100s with
 // -race, mostly waiting for group rebalances.
 func TestPubSubSuite(t *testing.T) {
+	testPubSubSuite(t, 1, nil)
+}
+
+// TestPubSubSuiteWindow runs the universal tests on the window subscriber (MaxInFlight above 1),
+// as the evaluate tier consumes. TestNoAck is left out: it checks that nothing more arrives
+// before an ack, which is what a window gives up on purpose (TestWindow covers the window's own
+// contract).
+func TestPubSubSuiteWindow(t *testing.T) {
+	testPubSubSuite(t, 8, map[string]func(*testing.T, tests.TestContext, tests.PubSubConstructor){
+		"TestPublishSubscribe":                  tests.TestPublishSubscribe,
+		"TestConcurrentSubscribe":               tests.TestConcurrentSubscribe,
+		"TestConcurrentSubscribeMultipleTopics": tests.TestConcurrentSubscribeMultipleTopics,
+		"TestResendOnError":                     tests.TestResendOnError,
+		"TestContinueAfterSubscribeClose":       tests.TestContinueAfterSubscribeClose,
+		"TestConcurrentClose":                   tests.TestConcurrentClose,
+		"TestContinueAfterErrors":               tests.TestContinueAfterErrors,
+		"TestPublishSubscribeInOrder":           tests.TestPublishSubscribeInOrder,
+		"TestPublisherClose":                    tests.TestPublisherClose,
+		"TestTopic":                             tests.TestTopic,
+		"TestMessageCtx":                        tests.TestMessageCtx,
+		"TestSubscribeCtx":                      tests.TestSubscribeCtx,
+		"TestNewSubscriberReceivesOldMessages":  tests.TestNewSubscriberReceivesOldMessages,
+	})
+}
+
+// testPubSubSuite runs the whole universal suite, or the tests of only (and TestConsumerGroups).
+func testPubSubSuite(t *testing.T, maxInFlight int, only map[string]func(*testing.T, tests.TestContext, tests.PubSubConstructor)) {
 	brokers := kafkatest.NewCluster(t, kafkabus.DefaultPartitions)
 
 	// The subscribers of one suite test share a consumer group, as evaluate
@@ -81,11 +108,9 @@ func TestPubSubSuite(t *testing.T) {
 		// Keyless messages spread over partitions, consumed concurrently.
 		features.GuaranteedOrder = false
 		withGroup := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-			return newPubSub(t, brokers, group)
+			return newPubSub(t, brokers, group, maxInFlight)
 		}
-		tests.TestPubSub(t, features, func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return withGroup(t, "suite-"+t.Name())
-		}, withGroup)
+		runSuite(t, features, withGroup, only)
 	})
 
 	t.Run("keyed", func(t *testing.T) {
@@ -96,15 +121,34 @@ func TestPubSubSuite(t *testing.T) {
 			msg.Metadata.Set(kafkabus.PartitionKeyMetadata, string(msg.Payload))
 		})
 		withGroup := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-			pub, sub := newPubSub(t, brokers, group)
+			pub, sub := newPubSub(t, brokers, group, maxInFlight)
 			pub, err := keyByPayload(pub)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return pub, sub
 		}
-		tests.TestPubSub(t, features, func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return withGroup(t, "suite-"+t.Name())
-		}, withGroup)
+		runSuite(t, features, withGroup, only)
+	})
+}
+
+// runSuite runs watermill's universal tests, all of them or those of only, each test's
+// subscribers in a consumer group of its own.
+func runSuite(t *testing.T, features tests.Features, withGroup tests.ConsumerGroupPubSubConstructor,
+	only map[string]func(*testing.T, tests.TestContext, tests.PubSubConstructor)) {
+	ownGroup := func(t *testing.T) (message.Publisher, message.Subscriber) { return withGroup(t, "suite-"+t.Name()) }
+	if only == nil {
+		tests.TestPubSub(t, features, ownGroup, withGroup)
+		return
+	}
+	for name, test := range only {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, ownGroup)
+		})
+	}
+	t.Run("TestConsumerGroups", func(t *testing.T) {
+		t.Parallel()
+		tests.TestConsumerGroups(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, withGroup)
 	})
 }

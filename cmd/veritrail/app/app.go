@@ -216,6 +216,10 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 	if kcfg.ConsumerGroup == "" {
 		kcfg.ConsumerGroup = EvaluatorGroup
 	}
+	if kcfg.MaxInFlight == 0 {
+		// A batch transaction applies what the partitions have ready, not one message of each.
+		kcfg.MaxInFlight = evaluateBatch
+	}
 	wlog := watermill.NewSlogLogger(log)
 	sub, err := kafkabus.NewSubscriber(kcfg, wlog)
 	if err != nil {
@@ -255,8 +259,8 @@ func openPostgres(ctx context.Context, r *Running, cfg Config) (*sqlstore.Store,
 }
 
 // runEvaluator consumes the evidence topic in batches (bus/batch owns acks, retries and panic
-// recovery) and runs the evaluation loop beside it. A batch is applied in one transaction: on the
-// embedded bus up to the subscriber's window of messages, on Kafka one message per partition.
+// recovery) and runs the evaluation loop beside it. A batch is applied in one transaction: up to
+// the subscriber's window of messages (on Kafka, a window per partition).
 func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub message.Subscriber, log *slog.Logger) error {
 	msgs, err := sub.Subscribe(ctx, contract.TopicEvidence)
 	if err != nil {
