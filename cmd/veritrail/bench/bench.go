@@ -20,6 +20,10 @@ import (
 // multipart rate.
 const RatioTarget = 0.5
 
+// DistributedTarget is the brief's target for the distributed evaluator on PostgreSQL: >= 0.5x
+// the embedded evaluator's rate, each alone on a backlog.
+const DistributedTarget = 0.5
+
 // keptUpShare is how much of the ingest rate the evaluator must apply during the load to
 // count as keeping up: below it the backlog grows by more than a tenth of what is accepted.
 const keptUpShare = 0.9
@@ -61,7 +65,8 @@ type Config struct {
 	NotifyReports int
 
 	// Postgres, when set, makes RunAssert measure the distributed mode (ingest and evaluate on an
-	// in-process Kafka and a fresh schema of this PostgreSQL) instead of the embedded one.
+	// in-process Kafka and a fresh schema of this PostgreSQL) instead of the embedded one, and,
+	// with Apart, Run measure the distributed evaluator alone too.
 	Postgres string
 }
 
@@ -149,6 +154,8 @@ type Result struct {
 	Evaluator   Evaluator `json:"evaluator"`
 	// Apart is each tier alone (nil when Config.Apart is false).
 	Apart *Apart `json:"apart,omitempty"`
+	// Distributed is the distributed evaluator alone (with Config.Apart and Config.Postgres).
+	Distributed *DistributedApart `json:"distributed,omitempty"`
 	// ProductLog counts the warnings and errors the product logged during the ingest phase.
 	ProductLog []LogCount `json:"product_log,omitempty"`
 }
@@ -196,6 +203,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		if res.Bare.PerSecond > 0 {
 			res.Apart.Ratio = res.Apart.Ingest.PerSecond / res.Bare.PerSecond
+		}
+		if cfg.Postgres != "" {
+			runtime.GC()
+			if res.Distributed, err = runDistributedApart(ctx, cfg, body, contentType); err != nil {
+				return nil, err
+			}
+			if res.Apart.EvaluatorPerSecond > 0 {
+				res.Distributed.VsEmbedded = res.Distributed.Runs[0].PerSecond / res.Apart.EvaluatorPerSecond
+			}
 		}
 	}
 	return res, nil

@@ -66,6 +66,39 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 }
 
+// TestRunDistributedApart runs the distributed evaluator-alone phase for a moment with one and two
+// evaluate tiers: every accepted attestation is applied, and no deadlock is logged.
+func TestRunDistributedApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the distributed tiers")
+	}
+	dsn := testPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	body, contentType, err := attestationBody(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	cfg := Config{Duration: 300 * time.Millisecond, Concurrency: 4, Trails: 4, DrainTimeout: time.Minute, Progress: &progress, Postgres: dsn}
+	if err := cfg.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := runDistributedApart(ctx, cfg, body, contentType)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	if len(d.Runs) != 2 {
+		t.Fatalf("runs %+v", d.Runs)
+	}
+	for i, r := range d.Runs {
+		if r.Evaluators != i+1 || r.Ingest.OK == 0 || r.Ingest.Errors != 0 || r.Backlog < r.Ingest.OK ||
+			r.AppliedAtStart <= 0 || r.AppliedAtStart > r.Backlog || r.Seconds <= 0 || r.Deadlocks != 0 {
+			t.Errorf("run %d: %+v", i, r)
+		}
+	}
+}
+
 func TestAttestationBodySize(t *testing.T) {
 	for _, size := range []int{1024, 4096} {
 		body, ct, err := attestationBody(size)

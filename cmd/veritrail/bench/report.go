@@ -67,6 +67,15 @@ func (r *Result) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "evaluator alone\t%.0f/s (%d in %.1f s after %d while starting): %.2fx ingest alone (keeps up: %s)\n",
 			a.EvaluatorPerSecond, a.Backlog-a.AppliedAtStart, a.EvaluatorSeconds, a.AppliedAtStart, a.VsIngest, verdict(a.VsIngest >= 1))
 	}
+	if d := r.Distributed; d != nil {
+		for _, run := range d.Runs {
+			fmt.Fprintf(tw, "distributed, %d evaluator(s)	%.0f/s (%d in %.1f s after %d while joining; ingest alone %.0f/s), CPU per attestation %.0f us here + %.0f us PostgreSQL, deadlocks logged %d (database %d)\n",
+				run.Evaluators, run.PerSecond, run.Backlog-run.AppliedAtStart, run.Seconds, run.AppliedAtStart, run.Ingest.PerSecond, run.CPUPerApplied, run.PGCPUPerApplied,
+				run.Deadlocks, run.DatabaseDeadlocks)
+		}
+		fmt.Fprintf(tw, "distributed / embedded evaluator	%.2fx (target >= %.2f: %s)\n", d.VsEmbedded, DistributedTarget,
+			verdict(d.VsEmbedded >= DistributedTarget))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/veritrail/veritrail/bus/kafkabus"
+	"github.com/veritrail/veritrail/cmd/veritrail/app"
+)
+
+// DistributedApart is the distributed evaluator measured alone, as Apart measures the embedded
+// one: ingest on kfake and PostgreSQL fills the evidence topic with no evaluator running, then
+// evaluate processes (in this process, as separate tiers would run) apply the backlog. Each
+// count of evaluators gets its own schema, broker and backlog.
+type DistributedApart struct {
+	Runs []DistributedRun `json:"runs"`
+	// VsEmbedded is one evaluator's rate over the embedded evaluator alone (Apart) of this run.
+	VsEmbedded float64 `json:"one_evaluator_over_embedded_evaluator"`
+}
+
+// DistributedRun is one backlog applied by Evaluators evaluate tiers.
+type DistributedRun struct {
+	Evaluators int `json:"evaluators"`
+	// Ingest is the distributed ingest tier alone, filling the backlog.
+	Ingest  Phase `json:"ingest_alone"`
+	Backlog int   `json:"backlog"`
+	// AppliedAtStart were applied by the time the first applied attestation was seen; Seconds is
+	// from then until every attestation is applied and no trail is dirty; PerSecond is the rest
+	// of the backlog over it.
+	AppliedAtStart int     `json:"applied_at_start"`
+	Seconds        float64 `json:"seconds"`
+	PerSecond      float64 `json:"applied_per_second"`
+	// CPU per applied attestation, in microseconds: this process (the evaluators, the idle
+	// ingest tier and the broker) and every postgres process of the machine.
+	CPUPerApplied   float64 `json:"process_cpu_us_per_attestation"`
+	PGCPUPerApplied float64 `json:"postgres_cpu_us_per_attestation"`
+	// Deadlocks is how many deadlock errors the product logged; DatabaseDeadlocks the database's
+	// own count over the run (pg_stat_database, which includes other clients of that database).
+	Deadlocks         int   `json:"deadlocks_logged"`
+	DatabaseDeadlocks int64 `json:"database_deadlocks"`
+}
+
+// runDistributedApart measures the distributed evaluator alone with 1 and 2 evaluate tiers.
+func runDistributedApart(ctx context.Context, cfg Config, body []byte, contentType string) (*DistributedApart, error) {
+	out := &DistributedApart{}
+	for _, n := range []int{1, 2} {
+		fmt.Fprintf(cfg.Progress, "bench: phase 5: distributed evaluator alone, %d evaluate tier(s)\n", n)
+		r, err := runDistributedBacklog(ctx, cfg, body, contentType, n)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(cfg.Progress, "bench: phase 5: %d evaluator(s) applied %d in %.1f s (%.0f/s), %d deadlocks logged\n",
+			n, r.Backlog, r.Seconds, r.PerSecond, r.Deadlocks)
+		out.Runs = append(out.Runs, r)
+	}
+	return out, nil
+}
+
+func runDistributedBacklog(ctx context.Context, cfg Config, body []byte, contentType string, evaluators int) (DistributedRun, error) {
+	run := DistributedRun{Evaluators: evaluators}
+	admin, err := sql.Open("pgx", cfg.Postgres)
+	if err == nil {
+		err = admin.PingContext(ctx)
+	}
+	if err != nil {
+		return run, fmt.Errorf("bench: PostgreSQL at --postgres: %w", err)
+	}
+	defer admin.Close()
+	schema := fmt.Sprintf("vt_bench_%d", time.Now().UnixNano())
+	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return run, fmt.Errorf("bench: create schema: %w", err)
+	}
+	defer admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+	u, err := url.Parse(cfg.Postgres)
+	if err != nil {
+		return run, fmt.Errorf("bench: --postgres must be a URL: %w", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(kafkabus.DefaultPartitions)))
+	if err != nil {
+		return run, fmt.Errorf("bench: kfake: %w", err)
+	}
+	defer cluster.Close()
+
+	logs := newDeadlockCounter(newLogCounter().logger().Handler())
+	secret := app.NewSecret()
+	acfg := app.Config{Addr: "127.0.0.1:0", Postgres: u.String(), BootstrapOrg: benchOrg, BootstrapToken: secret,
+		Log: slog.New(logs), Kafka: kafkabus.Config{Brokers: cluster.ListenAddrs()}}
+	ev, err := app.StartEvaluate(ctx, acfg)
+	if err != nil {
+		return run, fmt.Errorf("bench: start evaluate: %w", err)
+	}
+	in, err := app.StartIngest(ctx, acfg)
+	if err != nil {
+		ev.Close()
+		return run, fmt.Errorf("bench: start ingest: %w", err)
+	}
+	defer in.Close()
+	client := newClient(cfg.Concurrency)
+	defer client.CloseIdleConnections()
+	base := "http://" + in.Addr
+	err = prepare(ctx, client, base, secret, cfg.Trails) // the evaluator applies the flow and trails
+	if cerr := ev.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return run, err
+	}
+	count := func(ctx context.Context) (int, error) {
+		var n int
+		err := admin.QueryRowContext(ctx, `SELECT count(*) FROM `+schema+`.attestations`).Scan(&n)
+		return n, err
+	}
+	prepared, err := count(ctx)
+	if err != nil {
+		return run, err
+	}
+
+	t := &target{client: client, url: trailURLs(base, benchOrg, benchFlow, cfg.Trails), token: secret,
+		contentType: contentType, body: body, want: 201}
+	var accepted atomic.Int64
+	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, &accepted)
+	run.Ingest = hammer(ctx, t, cfg.Concurrency, cfg.Duration, &accepted)
+	if ctx.Err() != nil {
+		return run, ctx.Err()
+	}
+	run.Backlog = int(accepted.Load())
+
+	dl0, _ := databaseDeadlocks(ctx, admin)
+	for range evaluators {
+		e, err := app.StartEvaluate(ctx, acfg)
+		if err != nil {
+			return run, fmt.Errorf("bench: start evaluate: %w", err)
+		}
+		defer e.Close()
+	}
+	p := &progress{st: in.Store, count: func(ctx context.Context) (int, error) {
+		n, err := count(ctx)
+		return n - prepared, err
+	}}
+	// The clock starts at the first applied attestation: joining the consumer group takes a few
+	// seconds whatever the backlog, and is not the evaluator's rate.
+	for run.AppliedAtStart == 0 {
+		if run.AppliedAtStart, err = p.total(ctx); err != nil {
+			return run, err
+		}
+		if !sleepFor(ctx, 10*time.Millisecond) {
+			return run, ctx.Err()
+		}
+	}
+	cpu0, _ := processCPU()
+	pg0 := postgresCPU()
+	start := time.Now()
+	if err := p.waitIdle(ctx, run.Backlog, cfg.DrainTimeout); err != nil {
+		return run, fmt.Errorf("bench: distributed evaluator alone: %w", err)
+	}
+	run.Seconds = time.Since(start).Seconds()
+	measured := run.Backlog - run.AppliedAtStart
+	run.PerSecond = float64(measured) / run.Seconds
+	if cpu1, ok := processCPU(); ok && measured > 0 {
+		run.CPUPerApplied = float64((cpu1 - cpu0).Microseconds()) / float64(measured)
+	}
+	if pg1 := postgresCPU(); pg1 > 0 && measured > 0 {
+		run.PGCPUPerApplied = float64((pg1 - pg0).Microseconds()) / float64(measured)
+	}
+	dl1, _ := databaseDeadlocks(ctx, admin)
+	run.DatabaseDeadlocks = dl1 - dl0
+	run.Deadlocks = int(logs.deadlocks.Load())
+	return run, nil
+}
+
+// sleepFor waits d and reports true, or reports false when ctx ends first.
+func sleepFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// databaseDeadlocks is the database's count of deadlocks so far.
+func databaseDeadlocks(ctx context.Context, db *sql.DB) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
+}
+
+// postgresCPU is the CPU time (user and system) every process named postgres has used so far,
+// read from /proc (0 where there is none).
+func postgresCPU() time.Duration {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var ticks int64
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open || s[open+1:end] != "postgres" {
+			continue
+		}
+		f := strings.Fields(s[end+1:]) // f[0] is the state; utime and stime are fields 14 and 15
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + st
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+// deadlockCounter counts the log records that report a PostgreSQL deadlock and passes every
+// record on.
+type deadlockCounter struct {
+	slog.Handler
+	deadlocks *atomic.Int64
+}
+
+func newDeadlockCounter(h slog.Handler) deadlockCounter {
+	return deadlockCounter{Handler: h, deadlocks: new(atomic.Int64)}
+}
+
+func (d deadlockCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (d deadlockCounter) Handle(ctx context.Context, r slog.Record) error {
+	found := strings.Contains(r.Message, "deadlock")
+	r.Attrs(func(a slog.Attr) bool {
+		v := a.Value.String()
+		found = found || strings.Contains(v, "40P01") || strings.Contains(v, "deadlock detected")
+		return !found
+	})
+	if found {
+		d.deadlocks.Add(1)
+	}
+	if !d.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+func (d deadlockCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return deadlockCounter{Handler: d.Handler.WithAttrs(as), deadlocks: d.deadlocks}
+}
+
+func (d deadlockCounter) WithGroup(name string) slog.Handler {
+	return deadlockCounter{Handler: d.Handler.WithGroup(name), deadlocks: d.deadlocks}
+}
