@@ -245,10 +245,10 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 		t.Run(code, func(t *testing.T) {
 			fs := &failingStore{Store: openSQLite(t)}
 			f := newFixtureOn(t, fs, Config{RetryInterval: time.Millisecond}, nil)
-			fs.calls.Store(0)
-			fs.update = func(call int) error {
-				if call <= 8 { // more than the consumer's retries in place: the batch goes back to the bus once
-					return fmt.Errorf("sqlstore: begin: %w", &pgconn.PgError{Code: code, Message: "injected"})
+			var calls atomic.Int32
+			fs.insert = func() error {
+				if calls.Add(1) <= 8 { // more than the consumer's retries in place: the batch goes back to the bus once
+					return fmt.Errorf("sqlstore: insert attestations: %w", &pgconn.PgError{Code: code, Message: "injected"})
 				}
 				return nil
 			}
@@ -363,7 +363,7 @@ func testReplayAfterFix(t *testing.T, st store.Store) {
 	f.handle(f.env(contract.KindFlowUpserted, func(e *contract.Envelope) {
 		e.Flow = &contract.FlowUpsert{ID: "flow-late", Name: "late", Visibility: "private", Template: content, TemplateID: tmpl}
 	}))
-	f.requestReplay(begin.UUID)
+	stale := f.requestReplay(begin.UUID) // as a second evaluator may have listed it
 	// Two evaluators replay at once: one applies it.
 	other, err := New(Config{}, Deps{Store: f.st, Engine: f.ev.d.Engine})
 	if err != nil {
@@ -401,6 +401,11 @@ func testReplayAfterFix(t *testing.T, st store.Store) {
 		}
 	}
 	check("after the replay")
+	// An evaluator that listed the request before the replay committed finds nothing to claim.
+	if ok, err := other.replay(ctx, stale); err != nil || ok {
+		t.Fatalf("a replay of a request listed before the replay = %v, %v; want false, nil", ok, err)
+	}
+	check("after a late evaluator")
 	recs, _, err := f.st.ListAudit(ctx, "org-1", store.AuditFilter{})
 	if err != nil || len(recs) != 1 || recs[0].Outcome != store.AuditApplied {
 		t.Errorf("audit = %+v, %v; want the replayed message applied", recs, err)
