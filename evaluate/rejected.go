@@ -21,9 +21,10 @@ import (
 // How a message that fails is treated (docs/ARCHITECTURE.md, "Rejected messages"):
 //
 //   - a permanent error (the store refuses the data, a record it names does not exist, the
-//     message cannot be decoded or lacks its body) sets the message aside at once as a
-//     rejected message, in the transaction that marks it applied, and the messages behind it
-//     go on;
+//     message cannot be decoded or lacks its body) sets the message aside as a rejected
+//     message, in the transaction that marks it applied, and the messages behind it go on; a
+//     unique key taken (store.ErrConflict) is tried once more first, since a concurrent
+//     transaction may have taken it a moment before;
 //   - a transient error (the database is unreachable, busy, deadlocked, shutting down) is
 //     returned, so the consumer retries the message with backoff and then hands it back to the
 //     bus, which delivers it again: it is retried until it applies and never set aside;
@@ -53,7 +54,7 @@ func (e *Evaluator) classify(err error) store.ErrorClass {
 // attempt runs op until it succeeds or its error calls for something else than trying again
 // here (see above), and answers the class of its last error.
 func (e *Evaluator) attempt(ctx context.Context, op func() error) (store.ErrorClass, error) {
-	class, tries := store.ClassTransient, 0
+	class, tries, conflicts := store.ClassTransient, 0, 0
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := protect(op)
 		if err == nil {
@@ -64,6 +65,12 @@ func (e *Evaluator) attempt(ctx context.Context, op func() error) (store.ErrorCl
 		switch {
 		case ctx.Err() != nil:
 			class = store.ClassTransient // stopping: the bus delivers it again to whoever is next
+		case class == store.ClassPermanent && errors.Is(err, store.ErrConflict) && conflicts == 0:
+			// A unique key taken by a transaction that committed while this one ran (two flows of
+			// one name created at once, two evaluators during a partition handover) is free of
+			// the race the second time; a key taken for good is taken again.
+			conflicts++
+			return struct{}{}, err
 		case class == store.ClassUnknown && tries < e.cfg.UnknownAttempts:
 			e.d.Log.Warn("evaluate: retrying a message after an unexpected error", "attempt", tries, "err", err)
 			return struct{}{}, err

@@ -273,6 +273,29 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 	}
 }
 
+// TestConflictRace: a unique key taken by a transaction that committed meanwhile fails one
+// attempt; the next applies the message, which is not set aside.
+func TestConflictRace(t *testing.T) {
+	fs := &failingStore{Store: openSQLite(t)}
+	f := newFixtureOn(t, fs, Config{RetryInterval: time.Millisecond}, nil)
+	var calls atomic.Int32
+	fs.insert = func() error {
+		if calls.Add(1) == 1 {
+			return fmt.Errorf("sqlstore: insert attestations: %w", store.ErrConflict)
+		}
+		return nil
+	}
+	if err := f.ev.Handle(f.attestation("tests", true)); err != nil {
+		t.Fatal(err)
+	}
+	if names := f.attestationNames("trail-1"); len(names) != 1 {
+		t.Fatalf("attestations %v, want one", names)
+	}
+	if got := f.rejected(); len(got) != 0 {
+		t.Fatalf("set aside after one conflict: %+v", got)
+	}
+}
+
 // TestUnknownErrors: an error of no known class is retried UnknownAttempts times; then, while
 // the store commits other transactions, the message is set aside with class unknown, and while
 // the store fails everything, it is not.
