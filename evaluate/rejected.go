@@ -54,11 +54,17 @@ func (e *Evaluator) classify(err error) store.ErrorClass {
 // attempt runs op until it succeeds or its error calls for something else than trying again
 // here (see above), and answers the class of its last error.
 func (e *Evaluator) attempt(ctx context.Context, op func() error) (store.ErrorClass, error) {
+	first := protect(op)
+	if first == nil {
+		return store.ClassTransient, nil // what nearly every message does: no retry set up
+	}
 	class, tries, conflicts := store.ClassTransient, 0, 0
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := protect(op)
-		if err == nil {
-			return struct{}{}, nil
+		err := first
+		if tries > 0 {
+			if err = protect(op); err == nil {
+				return struct{}{}, nil
+			}
 		}
 		tries++
 		class = e.classify(err)
