@@ -28,6 +28,13 @@ type Config struct {
 	// FactCacheSize bounds the attestation facts of recently evaluated trails kept in memory
 	// (about 200 bytes each); 0 means 262,144.
 	FactCacheSize int
+	// UnknownAttempts is how often a message that fails with an error of unknown class is tried
+	// before it is set aside as rejected (see rejected.go); 0 means 5.
+	UnknownAttempts int
+	// RetryInterval is the first wait between those tries, doubling up to 2 s; 0 means 50 ms.
+	RetryInterval time.Duration
+	// ReplayPoll is how often RunReplays asks the store for requested replays; 0 means 500 ms.
+	ReplayPoll time.Duration
 }
 
 // Deps are what the evaluator needs.
@@ -56,6 +63,7 @@ type Deps struct {
 // Evaluator applies messages and evaluates dirty trails. Apply and evaluation are separate
 // steps so that a burst of messages for one trail is evaluated once, not once per message.
 type Evaluator struct {
+	cfg       Config
 	d         Deps
 	templates *lru.Cache[string, *template.Template]
 	facts     *factCache
@@ -83,11 +91,21 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 	if cfg.FactCacheSize <= 0 {
 		cfg.FactCacheSize = 1 << 18
 	}
+	if cfg.UnknownAttempts <= 0 {
+		cfg.UnknownAttempts = 5
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = 50 * time.Millisecond
+	}
+	if cfg.ReplayPoll <= 0 {
+		cfg.ReplayPoll = 500 * time.Millisecond
+	}
 	templates, err := lru.New[string, *template.Template](cfg.TemplateCacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: template cache: %w", err)
 	}
 	return &Evaluator{
+		cfg:       cfg,
 		d:         d,
 		templates: templates,
 		facts:     newFactCache(cfg.FactCacheSize),
@@ -98,54 +116,67 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 }
 
 // Handle applies one bus message in one transaction. Redelivered messages are skipped. A
-// message that can never apply is logged and acknowledged so it does not block its partition;
-// any other error is returned so the router retries it.
-func (e *Evaluator) Handle(msg *message.Message) error {
+// message that can never apply is set aside as rejected and acknowledged, so that it does not
+// block its partition; a transient error is returned, so that the consumer retries it (see
+// rejected.go).
+func (e *Evaluator) Handle(msg *message.Message) error { return e.handle(msg.Context(), msg) }
+
+func (e *Evaluator) handle(ctx context.Context, msg *message.Message) error {
 	env, err := contract.Unmarshal(msg.Payload)
 	if err != nil {
-		e.d.Log.Error("evaluate: dropping undecodable message", "uuid", msg.UUID, "err", err)
-		return nil
+		return e.reject(ctx, msg, nil, fmt.Errorf("%w: %w", ErrPermanent, err), store.ClassPermanent)
 	}
 	var trailID string
-	err = e.d.Store.Update(msg.Context(), func(tx store.Tx) error {
-		done, err := tx.Applied(msg.Context(), env.ID)
-		if err != nil || done {
-			return err
-		}
-		trailID, err = apply(msg.Context(), tx, e.policies, env)
-		if err != nil {
-			return err
-		}
-		if trailID != "" {
-			if err := tx.MarkDirty(msg.Context(), trailID); err != nil {
+	var done bool
+	class, err := e.attempt(ctx, func() error {
+		return e.d.Store.Update(ctx, func(tx store.Tx) error {
+			var err error
+			if done, err = tx.Applied(ctx, env.ID); err != nil || done {
 				return err
 			}
-		}
-		if err := recordAudit(msg.Context(), tx, env, store.AuditApplied); err != nil {
-			return err
-		}
-		if trailID == "" {
-			if err := tx.Announce(msg.Context(), []string{env.OrgID}, nil); err != nil {
+			if trailID, err = e.applyEffects(ctx, tx, env); err != nil {
 				return err
 			}
-		}
-		return tx.MarkApplied(msg.Context(), env.ID, trailID, e.now())
+			if err := recordAudit(ctx, tx, env, store.AuditApplied); err != nil {
+				return err
+			}
+			return tx.MarkApplied(ctx, env.ID, trailID, e.now())
+		})
 	})
-	if errors.Is(err, ErrPermanent) {
-		e.d.Log.Error("evaluate: message cannot be applied; acknowledged without effect",
-			"id", env.ID, "kind", env.Kind, "org", env.OrgID, "err", err)
-		return e.markApplied(msg.Context(), env)
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		if !done {
+			e.afterApply(env, trailID)
+		}
+		return nil
+	case class == store.ClassTransient:
 		return fmt.Errorf("evaluate: apply %s %s: %w", env.Kind, env.ID, err)
 	}
+	return e.reject(ctx, msg, env, err, class)
+}
+
+// applyEffects applies env inside tx (apply) and records what readers need to know of it: the
+// trail it touched is dirty, or, when it touched none, its organization changed. Handle and
+// replays share it.
+func (e *Evaluator) applyEffects(ctx context.Context, tx store.Tx, env *contract.Envelope) (string, error) {
+	trailID, err := apply(ctx, tx, e.policies, env)
+	if err != nil {
+		return "", err
+	}
+	if trailID != "" {
+		return trailID, tx.MarkDirty(ctx, trailID)
+	}
+	return "", tx.Announce(ctx, []string{env.OrgID}, nil)
+}
+
+// afterApply tells this process what a committed applyEffects changed.
+func (e *Evaluator) afterApply(env *contract.Envelope, trailID string) {
 	if trailID == "" {
 		e.triggered()
 		e.notify([]string{env.OrgID}, nil)
-		return nil
+		return
 	}
 	e.markDirty(trailID)
-	return nil
 }
 
 // HandleBatch applies msgs in order and returns how many are done (see batch.Handler). It applies
@@ -154,16 +185,13 @@ func (e *Evaluator) Handle(msg *message.Message) error {
 // its own and the others still apply.
 func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (int, error) {
 	if len(msgs) == 1 {
-		if err := e.Handle(msgs[0]); err != nil {
-			return 0, err
-		}
-		return 1, nil
+		return e.handleEach(ctx, msgs)
 	}
 	envs := make([]*contract.Envelope, len(msgs))
 	for i, m := range msgs {
 		env, err := contract.Unmarshal(m.Payload)
 		if err != nil {
-			return e.handleEach(msgs) // Handle logs and drops it
+			return e.handleEach(ctx, msgs) // handle sets it aside
 		}
 		envs[i] = env
 	}
@@ -241,10 +269,10 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		return tx.Announce(ctx, orgs, nil) // what readers see of the trails changes when they are evaluated
 	})
 	if err != nil {
-		if !errors.Is(err, ErrPermanent) {
+		if e.classify(err) != store.ClassPermanent {
 			e.d.Log.Warn("evaluate: batch failed; applying its messages one at a time", "messages", len(msgs), "err", err)
 		}
-		return e.handleEach(msgs)
+		return e.handleEach(ctx, msgs)
 	}
 	for _, id := range trails {
 		e.markDirty(id)
@@ -257,30 +285,13 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	return len(msgs), nil
 }
 
-func (e *Evaluator) handleEach(msgs []*message.Message) (int, error) {
+func (e *Evaluator) handleEach(ctx context.Context, msgs []*message.Message) (int, error) {
 	for i, m := range msgs {
-		if err := e.Handle(m); err != nil {
+		if err := e.handle(ctx, m); err != nil {
 			return i, err
 		}
 	}
 	return len(msgs), nil
-}
-
-// markApplied records a permanently failed message as applied so read-your-writes waiters do
-// not hang on it, and audits it as rejected: it was answered 2xx, so it must be in the log.
-func (e *Evaluator) markApplied(ctx context.Context, env *contract.Envelope) error {
-	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
-		done, err := tx.Applied(ctx, env.ID)
-		if err != nil || done {
-			return err
-		}
-		if err := recordAudit(ctx, tx, env, store.AuditRejected); err != nil {
-			return err
-		}
-		return tx.MarkApplied(ctx, env.ID, "", e.now())
-	})
-	e.notify(nil, nil) // nothing changed but the mark
-	return err
 }
 
 func (e *Evaluator) now() float64 {

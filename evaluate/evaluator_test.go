@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -28,12 +29,24 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureOn(t, openSQLite(t), Config{}, nil)
+}
+
+func openSQLite(t *testing.T) *sqlstore.Store {
+	t.Helper()
 	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	ev, err := New(Config{}, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
+	return st
+}
+
+// newFixtureOn is newFixture on st, with an evaluator configured by cfg that logs to log (nil:
+// the default logger).
+func newFixtureOn(t *testing.T, st store.Store, cfg Config, log *slog.Logger) *fixture {
+	t.Helper()
+	ev, err := New(cfg, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,6 +166,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerServiceAccounts()
 	a.registerAPIKeys()
 	a.registerAudit()
+	a.registerRejected()
 	a.registerNotifications()
 	a.registerPolicies()
 	a.registerAsserts()

@@ -35,6 +35,14 @@ Subcommands (against --postgres when given, else the SQLite store in --data-dir)
                                         accounts and keys a YAML file lists; running it again
                                         changes nothing (see docs/ARCHITECTURE.md for the format)
   wipe --yes-really                     delete everything in the store (test environments only)
+  rejected-messages [ORG] [--state S] [--json]
+                                        list the messages the evaluator could never apply (dead
+                                        letters), newest first, of ORG or of every organization;
+                                        --json prints one object per line with its payload
+  replay ORG ID | replay ORG --all [--wait D]
+                                        ask the evaluators to apply a rejected message of ORG
+                                        again (or all of ORG's), once its cause is fixed, and
+                                        wait up to D (default 10s) to print the outcomes
 `
 
 func runAdmin(ctx context.Context, args []string) error {
@@ -53,6 +61,10 @@ func runAdmin(ctx context.Context, args []string) error {
 	name := fs.String("name", "", "name of the key (shown as created_by for organization keys)")
 	secret := fs.String("secret", "", "use this secret instead of a random one (e.g. from a secrets manager)")
 	really := fs.Bool("yes-really", false, "confirm wipe")
+	state := fs.String("state", "", "only rejected messages in this state: rejected, replay_requested or replayed")
+	asJSON := fs.Bool("json", false, "print rejected messages as JSON, one per line, with their payloads")
+	all := fs.Bool("all", false, "replay every rejected message of the organization")
+	wait := fs.Duration("wait", 10*time.Second, "how long replay waits for the evaluators' outcomes")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -126,6 +138,23 @@ func runAdmin(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Println("the store is empty")
+	case "rejected-messages":
+		if len(pos) > 1 {
+			return errors.New("usage: veritrail admin rejected-messages [ORG] [--state S] [--json]")
+		}
+		org := ""
+		if len(pos) == 1 {
+			org = pos[0]
+		}
+		return app.ListRejected(ctx, st, os.Stdout, org, store.ReplayState(*state), *asJSON)
+	case "replay":
+		switch {
+		case len(pos) == 2 && !*all:
+			return app.ReplayRejected(ctx, st, os.Stdout, pos[0], pos[1], *wait)
+		case len(pos) == 1 && *all:
+			return app.ReplayRejected(ctx, st, os.Stdout, pos[0], "", *wait)
+		}
+		return errors.New("usage: veritrail admin replay ORG ID, or veritrail admin replay ORG --all")
 	case "create-user":
 		if len(pos) != 1 {
 			return errors.New("usage: veritrail admin create-user NAME [--display-name D]")

@@ -72,12 +72,14 @@ type AuditWriter interface {
 	InsertAudits(ctx context.Context, rs []AuditRecord) error
 }
 
-// IdentityTx is one transaction over service accounts and keys. The API writes these directly,
-// not through the bus: a key must work on the very next request, and each change is stored
-// with its audit record in the same transaction.
+// IdentityTx is one transaction over service accounts and keys, and over replay requests. The
+// API writes these directly, not through the bus: a key must work on the very next request, a
+// replay request is no evidence, and each change is stored with its audit record in the same
+// transaction.
 type IdentityTx interface {
 	Reader
 	AuditWriter
+	ReplayRequester
 	CreateServiceAccount(ctx context.Context, sa ServiceAccount) error
 	// UpdateServiceAccount replaces the name, description and privilege of the account sa.ID.
 	UpdateServiceAccount(ctx context.Context, sa ServiceAccount) error

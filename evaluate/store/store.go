@@ -300,6 +300,7 @@ type Reader interface {
 	IdentityReader
 	NotificationReader
 	PolicyReader
+	RejectedReader
 
 	CustomType(ctx context.Context, orgID, name string) (CustomType, error)
 	ListCustomTypes(ctx context.Context, orgID string) ([]CustomType, error)
@@ -378,6 +379,7 @@ type Tx interface {
 	AuditWriter
 	NotificationWriter
 	PolicyWriter
+	RejectedWriter
 
 	PutCustomTypeVersion(ctx context.Context, orgID, name, description string, v CustomTypeVersion) error
 	ArchiveCustomType(ctx context.Context, orgID, name string) error
@@ -405,5 +407,7 @@ type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	// DirtyTrails lists trails waiting for evaluation (after a crash, nobody remembers them).
 	DirtyTrails(ctx context.Context) ([]string, error)
+	// Classify says whether an error of this store can go away if the work is tried again.
+	Classify(err error) ErrorClass
 	Close() error
 }

@@ -259,8 +259,9 @@ func openPostgres(ctx context.Context, r *Running, cfg Config) (*sqlstore.Store,
 }
 
 // runEvaluator consumes the evidence topic in batches (bus/batch owns acks, retries and panic
-// recovery) and runs the evaluation loop beside it. A batch is applied in one transaction: up to
-// the subscriber's window of messages (on Kafka, a window per partition).
+// recovery) and runs the evaluation loop and the replays of rejected messages beside it. A batch
+// is applied in one transaction: up to the subscriber's window of messages (on Kafka, a window
+// per partition).
 func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub message.Subscriber, log *slog.Logger) error {
 	msgs, err := sub.Subscribe(ctx, contract.TopicEvidence)
 	if err != nil {
@@ -268,6 +269,7 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub m
 	}
 	r.onClose(sub.Close)
 	r.group.Go(func() error { return ev.Run(ctx) })
+	r.group.Go(func() error { return ev.RunReplays(ctx) })
 	r.group.Go(func() error {
 		batch.Consume(ctx, msgs, batch.Config{MaxBatch: evaluateBatch}, ev.HandleBatch, log)
 		if ctx.Err() == nil {

@@ -137,7 +137,12 @@ func samples() map[string]sample {
 					files: []file{{"policy_file", "draft.yml", []byte(matrixPolicy(m.next()))}}}}
 		}},
 		"listNotificationDeadLetters": {"admin", read("/organizations/ORG/environments_notifications/1/dead_letters")},
-		"listControls":                {"read", read("/controls/ORG")},
+		"listRejectedMessages":        {"admin", read("/rejected-messages/ORG")},
+		"getRejectedMessage":          {"admin", read("/rejected-messages/ORG/dead-of-ORG")},
+		"replayRejectedMessage": {"admin", func(_ *matrix, org string, _ bool) call {
+			return call{path: "/rejected-messages/" + org + "/dead-of-" + org + "/replay", status: http.StatusAccepted}
+		}},
+		"listControls": {"read", read("/controls/ORG")},
 
 		// Evidence writes.
 		"createFlowWithTemplate": {"write", func(m *matrix, org string, _ bool) call {
@@ -423,6 +428,14 @@ func (m *matrix) setUp(org string) {
 		want(t, http.StatusCreated)
 	key := k.send(http.MethodPost, "/service-accounts/"+org+"/svc/api-keys", map[string]any{"description": mk}).
 		want(t, http.StatusCreated).JSON(t)
+	// A rejected message, as the evaluator writes one (its replays are rejected again).
+	err := m.e.store.Update(context.Background(), func(tx store.Tx) error {
+		return tx.InsertRejected(context.Background(), store.RejectedMessage{ID: "dead-of-" + org, OrgID: mustOrg(t, m.e.store, org).ID,
+			Kind: "trail.begun", Payload: []byte(`{"description":"` + mk + `"}`), Reason: "no flow", Class: store.ClassPermanent, RejectedAt: 1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// This read waits until the writes above are applied, so that other keys find them.
 	tests := k.get("/attestations/"+org+"/app/trail/t1/tests").want(t, http.StatusOK).Array(t)
 	m.fixtures[org] = fixtures{evidenceID: tests[0].(map[string]any)["attestation_id"].(string), keyID: key["id"].(string)}

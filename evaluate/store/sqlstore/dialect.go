@@ -173,4 +173,12 @@ var schemaStatements = []string{
 		org TEXT NOT NULL, rule BIGINT NOT NULL, target TEXT NOT NULL, last_success_at BIGINT NOT NULL DEFAULT 0,
 		last_failure_at BIGINT NOT NULL DEFAULT 0, last_failure_reason TEXT NOT NULL DEFAULT '',
 		last_failure_message TEXT NOT NULL DEFAULT '', PRIMARY KEY (org, rule, target))`,
+	// Rejected messages (dead letters of the evidence topic), written in the transaction that
+	// marks the message applied; the payload is kept as it came, for replays.
+	`CREATE TABLE IF NOT EXISTS rejected_messages (
+		seq {{serial}}, id TEXT NOT NULL UNIQUE, org_id TEXT NOT NULL, kind TEXT NOT NULL, partition_key TEXT NOT NULL,
+		payload {{blob}} NOT NULL, reason TEXT NOT NULL, class TEXT NOT NULL, rejected_at DOUBLE PRECISION NOT NULL,
+		state TEXT NOT NULL, requested_at DOUBLE PRECISION NOT NULL DEFAULT 0, replayed_at DOUBLE PRECISION NOT NULL DEFAULT 0)`,
+	`CREATE INDEX IF NOT EXISTS rejected_messages_org ON rejected_messages (org_id, seq)`,
+	`CREATE INDEX IF NOT EXISTS rejected_messages_state ON rejected_messages (state, seq)`,
 }

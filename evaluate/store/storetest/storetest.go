@@ -67,6 +67,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotificationRules", testNotificationRules},
 		{"TriggerOutbox", testTriggerOutbox},
 		{"ComplianceTriggers", testComplianceTriggers},
+		{"Rejected", testRejected},
+		{"ReplayRequests", testReplayRequests},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
