@@ -68,6 +68,8 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.Duration, "duration", time.Minute, "how long the load runs at least; the faults repeat until then")
 	fs.IntVar(&cfg.Writers, "writers", 64, "concurrent writers")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "requests a second of all writers together; 0 sends as fast as answered")
+	fs.IntVar(&cfg.Keys, "keys", 0, "API keys the writers use (writer i uses key i mod keys); 0: one per writer")
+	fs.IntVar(&cfg.Ahead, "ahead", 4, "trails each writer begins before it attests them; -1: attest each right after its begin")
 	fs.StringVar(&cfg.Postgres, "postgres", os.Getenv("VERITRAIL_POSTGRES"),
 		"postgres:// URL of a database to create the run's schema in (distributed; env VERITRAIL_POSTGRES)")
 	fs.DurationVar(&cfg.FaultEvery, "fault-every", 20*time.Second, "mean time between faults (each one 0.5 to 1.5 times this, at random)")

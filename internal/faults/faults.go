@@ -17,6 +17,7 @@ package faults
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +56,15 @@ type Config struct {
 	Writers int
 	// Rate bounds the requests a second of all writers together; 0 sends as fast as answered.
 	Rate float64
+	// Keys is how many API keys the writers use, writer i key i%Keys (default: one each, as
+	// pipelines have; 1 makes every writer's read-your-writes wait for everyone's writes).
+	Keys int
+	// Ahead is how many trails a writer begins before it attests the first of them (default
+	// 4; negative: none, each trail attested right after its begin, as one pipeline does). An
+	// attestation whose trail is not applied yet waits for the key's writes, so with none
+	// ahead the writers go only as fast as the evaluators apply; ahead, they go as fast as
+	// ingest accepts while the evaluators keep up, and the backlog shows when they do not.
+	Ahead int
 	// The fault schedule runs Rounds rounds (default 1) and more until Duration has passed
 	// since the load began. A round is every fault once: in the distributed mode kill -9 of an
 	// evaluator (the next one each round), of the broker and of ingest, and the end of the
@@ -102,6 +112,13 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.Rounds, 1)
 	def(&c.Step, 200)
 	def(&c.Evaluators, 2)
+	def(&c.Keys, c.Writers)
+	switch {
+	case c.Ahead == 0:
+		c.Ahead = 4
+	case c.Ahead < 0:
+		c.Ahead = 0
+	}
 	dur := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
@@ -188,7 +205,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if cfg.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, cfg.Writers/4))
 	}
-	ld := &load{c: h.c, l: h.led, lim: lim, seed: cfg.Seed, writers: cfg.Writers}
+	clients, err := h.writerKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ld := &load{clients: clients, l: h.led, lim: lim, seed: cfg.Seed, writers: cfg.Writers, ahead: cfg.Ahead}
 	h.start = time.Now()
 	fmt.Fprintf(cfg.Progress, "faults: %s mode, %d writers, seed %d, logs in %s\n", cfg.Mode, cfg.Writers, cfg.Seed, h.sup.logDir)
 	sctx, stopSampling := context.WithCancel(ctx)
@@ -200,6 +221,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	loadSecs := time.Since(h.start).Seconds()
 	endSample := h.sampleNow(ctx)
 	h.progress("load stopped: %d attestations answered 201", h.led.acked.Load())
+	if !h.revive(ctx) {
+		h.problem("the drain and the checks ran with a process down")
+	}
 	drained, drainSecs, why := h.drain(ctx)
 	stopSampling()
 	<-sampled
@@ -243,11 +267,8 @@ func (h *harness) startDistributed(ctx context.Context, org, token string) error
 	}
 	wg.Wait()
 	for i, p := range h.evaluators {
-		if errs[i] != nil { // recorded as an exit; one more try, alone
-			h.problem("%s failed to start beside the others: %v", p.name, errs[i])
-			if err := p.startProc(ctx, startTimeout); err != nil {
-				return err
-			}
+		if errs[i] != nil && !h.restart(ctx, p) { // the failed start is in the report as an exit
+			return fmt.Errorf("faults: %s did not start: %w", p.name, errs[i])
 		}
 	}
 	addrPort, err := freePort()
@@ -292,6 +313,29 @@ func (h *harness) createFlow(ctx context.Context) error {
 	}
 }
 
+// writerKeys makes a service account with Keys API keys (member role) and returns a client
+// for each. Identities are written by ingest directly in the store: no wait for the evaluator.
+func (h *harness) writerKeys(ctx context.Context) ([]*client, error) {
+	const account = "faults-writers"
+	a := h.c.do(ctx, http.MethodPost, "/service-accounts/"+h.c.org, "application/json",
+		[]byte(`{"name":"`+account+`","privilege":"member","description":"fault harness writers"}`))
+	if a.status != http.StatusCreated {
+		return nil, fmt.Errorf("faults: create the writers' service account: %d %s %v", a.status, a.body, a.err)
+	}
+	clients := make([]*client, 0, h.cfg.Keys)
+	for range h.cfg.Keys {
+		a := h.c.do(ctx, http.MethodPost, "/service-accounts/"+h.c.org+"/"+account+"/api-keys", "application/json", []byte("null"))
+		var key struct {
+			Key string `json:"key"`
+		}
+		if a.status != http.StatusCreated || json.Unmarshal([]byte(a.body), &key) != nil || key.Key == "" {
+			return nil, fmt.Errorf("faults: create a writer's API key: %d %s %v", a.status, a.body, a.err)
+		}
+		clients = append(clients, h.c.as(key.Key))
+	}
+	return clients, nil
+}
+
 // step is one fault: it does it (and undoes it) and describes what happened.
 type step struct {
 	name string
@@ -320,6 +364,10 @@ func (h *harness) schedule(ctx context.Context) {
 				return
 			}
 			h.randomMoment(ctx)
+			if !h.revive(ctx) {
+				h.problem("the fault schedule stopped early: a process could not be restarted")
+				return
+			}
 			at := time.Since(h.start).Seconds()
 			h.progress("fault: %s", s.name)
 			storedBefore := h.storedNow(ctx)
@@ -383,11 +431,10 @@ func (h *harness) killAndRestart(p *proc, stayDown bool) func(context.Context) s
 			_, _, got := h.waitCreated(ctx, h.cfg.Step, h.cfg.StepTimeout)
 			detail = fmt.Sprintf("%d 201s while it was down, ", got)
 		}
-		if err := p.startProc(ctx, startTimeout); err != nil {
-			h.problem("%s did not restart: %v", p.name, err)
+		if !h.restart(ctx, p) {
 			return detail + "restart failed"
 		}
-		return fmt.Sprintf("%sback after %.1f s", detail, time.Since(down).Seconds())
+		return fmt.Sprintf("%sback after %.1f s (start %d)", detail, time.Since(down).Seconds(), p.startCount())
 	}
 }
 
@@ -399,8 +446,7 @@ func (h *harness) killBroker(ctx context.Context) string {
 	down := time.Now()
 	felt := waitFor(ctx, 10*time.Second, func() bool { return h.led.notOK.Load() > notOK })
 	during := h.led.acked.Load() - acked
-	if err := h.broker.startProc(ctx, startTimeout); err != nil {
-		h.problem("the broker did not restart: %v", err)
+	if !h.restart(ctx, h.broker) {
 		return "restart failed"
 	}
 	return fmt.Sprintf("down %.1f s, writes failed meanwhile: %v, %d 201s meanwhile (some were in flight)",
@@ -418,6 +464,44 @@ func (h *harness) terminateBackends(ctx context.Context) string {
 		h.problem("terminating the processes' PostgreSQL connections found none (application_name %s*)", h.pg.appPrefix())
 	}
 	return fmt.Sprintf("%d backends terminated", n)
+}
+
+// restartAttempts is how often the harness tries to start a process again, as a supervisor
+// (systemd, Kubernetes) would.
+const restartAttempts = 3
+
+// restart starts p again, up to restartAttempts times; a start that fails is in the report as
+// an exit (or, when it hung, as a problem here).
+func (h *harness) restart(ctx context.Context, p *proc) bool {
+	var err error
+	for range restartAttempts {
+		if err = p.startProc(ctx, startTimeout); err == nil {
+			return true
+		}
+		p.kill() // a start that timed out may still run
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	h.problem("%s could not be restarted (%d attempts): %v", p.name, restartAttempts, err)
+	return false
+}
+
+// revive restarts every process that is not running (it exited on its own), as a supervisor
+// would, and reports whether all run.
+func (h *harness) revive(ctx context.Context) bool {
+	h.sup.mu.Lock()
+	procs := append([]*proc(nil), h.sup.procs...)
+	h.sup.mu.Unlock()
+	for _, p := range procs {
+		if !p.running() {
+			h.progress("restarting %s, which is not running", p.name)
+			if !h.restart(ctx, p) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // waitCreated waits until the writers got n more 201s, and reports whether they did, when,
@@ -533,7 +617,7 @@ func (h *harness) drain(ctx context.Context) (bool, float64, string) {
 // report verifies the store and the API and puts everything the run saw together.
 func (h *harness) report(ctx context.Context, cfg Config, loadSecs float64, end Sample, drained bool, drainSecs float64, why string,
 	deadlocksBefore int64) *Report {
-	r := &Report{Mode: string(cfg.Mode), Seed: cfg.Seed, Writers: cfg.Writers, RateLimit: cfg.Rate, LoadSeconds: round1(loadSecs),
+	r := &Report{Mode: string(cfg.Mode), Seed: cfg.Seed, Writers: cfg.Writers, Keys: cfg.Keys, Ahead: cfg.Ahead, RateLimit: cfg.Rate, LoadSeconds: round1(loadSecs),
 		Drained: drained, DrainSeconds: round1(drainSecs), LogDir: h.sup.logDir,
 		Trails: h.led.outcomes(kindTrail), Attestations: h.led.outcomes(kindAttestation)}
 	if cfg.Mode == Distributed {
@@ -619,7 +703,7 @@ func (h *harness) report(ctx context.Context, cfg Config, loadSecs float64, end 
 	}
 	r.UnexpectedExits = h.sup.unexpectedExits()
 	for _, e := range r.UnexpectedExits {
-		h.problem("%s (start %d) exited on its own at +%.1f s: %s", e.Process, e.Start, e.AtSeconds, e.Status)
+		h.problem("%s (start %d) exited on its own at +%.1f s (%s): %s", e.Process, e.Start, e.AtSeconds, e.Status, e.LastError)
 	}
 	h.mu.Lock()
 	r.Faults = append([]Fault(nil), h.faults...)

@@ -183,12 +183,15 @@ const flowTemplate = "version: 1\ntrail:\n  attestations:\n  - name: " + buildNa
 
 // planTrail picks what one trail gets, so that the run has trails of every compliance state:
 // 15% lack the required attestation (INCOMPLETE), 15% have it non-compliant and 20% have a
-// non-compliant other one (NON-COMPLIANT), the rest are COMPLIANT.
+// non-compliant other one (NON-COMPLIANT), the rest are COMPLIANT. Besides the required one a
+// trail gets 2 to 12 others, as pipelines report a few tests and scans each.
 func planTrail(rng *rand.Rand, trail string) []plannedAtt {
 	r := rng.IntN(100)
+	extras := 2 + rng.IntN(11)
+	bad := rng.IntN(extras)
 	var atts []plannedAtt
-	for j := range 3 {
-		atts = append(atts, plannedAtt{name: fmt.Sprintf("%s-a%d", trail, j), compliant: !(r >= 30 && r < 50 && j == 1)})
+	for j := range extras {
+		atts = append(atts, plannedAtt{name: fmt.Sprintf("%s-a%d", trail, j), compliant: !(r >= 30 && r < 50 && j == bad)})
 	}
 	if r >= 15 {
 		b := plannedAtt{name: buildName, compliant: r >= 30}
@@ -238,6 +241,13 @@ func (c *client) multipart(ctx context.Context, method, path string, dataJSON an
 	return c.do(ctx, method, path, w.FormDataContentType(), buf.Bytes())
 }
 
+// as is the client sending with another key.
+func (c *client) as(token string) *client {
+	cp := *c
+	cp.token = token
+	return &cp
+}
+
 func (c *client) get(ctx context.Context, path string) answer {
 	return c.do(ctx, http.MethodGet, path, "application/json; charset=utf-8", nil)
 }
@@ -264,15 +274,16 @@ func (c *client) do(ctx context.Context, method, path, contentType string, body 
 const flowName = "faults"
 
 // load is the writers: each begins trails one after the other and attests each trail's
-// planned attestations, every name sent once.
+// planned attestations once ahead more trails are begun, every name sent once.
 type load struct {
-	c       *client
+	clients []*client // one per key; writer g sends with g's
 	l       *ledger
 	lim     *rate.Limiter
 	stop    atomic.Bool
 	wg      sync.WaitGroup
 	seed    uint64
 	writers int
+	ahead   int
 }
 
 func (ld *load) start(ctx context.Context) {
@@ -288,39 +299,47 @@ func (ld *load) finish() {
 }
 
 func (ld *load) writer(ctx context.Context, g int) {
+	c := ld.clients[g%len(ld.clients)]
 	rng := rand.New(rand.NewPCG(ld.seed, uint64(g)))
 	pause := backoff{}
+	type begun struct {
+		trail string
+		plan  []plannedAtt
+	}
+	var queue []begun // trails begun and not attested yet
 	for i := 0; ; i++ {
 		trail := fmt.Sprintf("w%02d-t%05d", g, i)
 		plan := planTrail(rng, trail)
-		begun := false
-		for !begun {
+		for {
 			if !ld.wait(ctx) {
 				return
 			}
-			a := ld.c.multipart(ctx, http.MethodPut, "/trails/"+ld.c.org+"/"+flowName,
+			a := c.multipart(ctx, http.MethodPut, "/trails/"+c.org+"/"+flowName,
 				map[string]any{"name": trail, "description": "fault harness", "user_data": map[string]any{}}, "", "", nil)
 			o := ld.l.beginTrail(trail, a)
-			begun = o.acknowledged()
+			if o.acknowledged() {
+				queue = append(queue, begun{trail, plan})
+				pause.reset()
+				break
+			}
 			if o == refused { // a valid request refused: recorded; this trail is given up
 				break
 			}
-			if !begun {
-				pause.wait(ctx)
-			}
+			pause.wait(ctx)
 		}
-		if !begun {
+		if len(queue) <= ld.ahead {
 			continue
 		}
-		pause.reset()
-		for _, at := range plan {
+		next := queue[0]
+		queue = queue[1:]
+		for _, at := range next.plan {
 			if !ld.wait(ctx) {
 				return
 			}
-			a := ld.c.multipart(ctx, http.MethodPost, "/attestations/"+ld.c.org+"/"+flowName+"/trail/"+trail+"/generic",
+			a := c.multipart(ctx, http.MethodPost, "/attestations/"+c.org+"/"+flowName+"/trail/"+next.trail+"/generic",
 				map[string]any{"attestation_name": at.name, "is_compliant": at.compliant, "user_data": map[string]any{}}, "", "", nil)
 			// Never sent again: a second request under the same name could store it twice legitimately.
-			if ld.l.attest(trail, at.name, at.compliant, a).acknowledged() {
+			if ld.l.attest(next.trail, at.name, at.compliant, a).acknowledged() {
 				pause.reset()
 			} else {
 				pause.wait(ctx)

@@ -106,7 +106,7 @@ func (p *proc) startProc(ctx context.Context, within time.Duration) error {
 			}
 			p.s.mu.Lock()
 			p.s.exits = append(p.s.exits, Exit{Process: p.name, Start: start, AtSeconds: round1(p.s.since()), Status: status,
-				LogTail: tailOf(p.logPath, 3000)})
+				LastError: lastError(p.logPath), LogTail: tailOf(p.logPath, 3000)})
 			p.s.mu.Unlock()
 		}
 	}()
@@ -145,6 +145,12 @@ func (p *proc) startProc(ctx context.Context, within time.Duration) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+func (p *proc) startCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
 }
 
 // kill sends SIGKILL and waits until the process is reaped.

@@ -15,6 +15,8 @@ type Report struct {
 
 	Seed        uint64  `json:"seed"`
 	Writers     int     `json:"writers"`
+	Keys        int     `json:"keys"`                            // API keys the writers use
+	Ahead       int     `json:"ahead"`                           // trails each writer begins before it attests them
 	RateLimit   float64 `json:"rate_limit_per_second,omitempty"` // requests a second over all writers; 0 = none
 	Partitions  int32   `json:"kafka_partitions,omitempty"`
 	Evaluators  int     `json:"evaluators,omitempty"`
@@ -131,6 +133,7 @@ type Exit struct {
 	Start     int     `json:"start"`
 	AtSeconds float64 `json:"at_seconds"`
 	Status    string  `json:"status"`
+	LastError string  `json:"last_error"` // the last line its log has at level ERROR
 	LogTail   string  `json:"log_tail"`
 }
 
@@ -142,7 +145,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		verdict = fmt.Sprintf("FAILED (%d problems)", len(r.Problems))
 	}
 	fmt.Fprintf(&b, "faults, %s mode: %s\n", r.Mode, verdict)
-	fmt.Fprintf(&b, "  load: %.1f s, %d writers, seed %d", r.LoadSeconds, r.Writers, r.Seed)
+	fmt.Fprintf(&b, "  load: %.1f s, %d writers on %d keys, %d trails ahead, seed %d", r.LoadSeconds, r.Writers, r.Keys, r.Ahead, r.Seed)
 	if r.RateLimit > 0 {
 		fmt.Fprintf(&b, ", at most %.0f requests/s", r.RateLimit)
 	}
@@ -179,7 +182,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			p.Name, p.Starts, p.ErrorLines, p.Deadlocks, p.RYWTimeouts, p.Log)
 	}
 	for _, e := range r.UnexpectedExits {
-		fmt.Fprintf(&b, "  %s (start %d) exited on its own at %.1f s: %s\n", e.Process, e.Start, e.AtSeconds, e.Status)
+		fmt.Fprintf(&b, "  %s (start %d) exited on its own at %.1f s: %s\n    %s\n", e.Process, e.Start, e.AtSeconds, e.Status, e.LastError)
 	}
 	if len(r.Problems) > 0 {
 		b.WriteString("problems:\n")
