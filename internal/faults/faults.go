@@ -157,7 +157,7 @@ type harness struct {
 	db    *sql.DB // the store, read directly
 	c     *client
 	led   *ledger
-	start time.Time // of the load
+	start time.Time // of the load; the times in the report count from the run's start (sup.start)
 
 	front      *proc // ingest or serve: what the writers talk to
 	broker     *proc
@@ -368,7 +368,7 @@ func (h *harness) schedule(ctx context.Context) {
 				h.problem("the fault schedule stopped early: a process could not be restarted")
 				return
 			}
-			at := time.Since(h.start).Seconds()
+			at := h.sup.since()
 			h.progress("fault: %s", s.name)
 			storedBefore := h.storedNow(ctx)
 			f := Fault{AtSeconds: round1(at), Fault: s.name, Detail: s.run(ctx)}
@@ -560,9 +560,9 @@ func (h *harness) sampleNow(ctx context.Context) Sample {
 	acked := int(h.led.acked.Load())
 	c, err := readCounts(qctx, h.db)
 	if err != nil {
-		return Sample{T: round1(time.Since(h.start).Seconds()), Acknowledged: acked, Stored: -1}
+		return Sample{T: round1(h.sup.since()), Acknowledged: acked, Stored: -1}
 	}
-	s := Sample{T: round1(time.Since(h.start).Seconds()), Acknowledged: acked, Stored: c.attestations,
+	s := Sample{T: round1(h.sup.since()), Acknowledged: acked, Stored: c.attestations,
 		Backlog: max(0, acked-c.attestations), DirtyTrails: c.dirty}
 	h.mu.Lock()
 	h.samples = append(h.samples, s)
@@ -617,7 +617,8 @@ func (h *harness) drain(ctx context.Context) (bool, float64, string) {
 // report verifies the store and the API and puts everything the run saw together.
 func (h *harness) report(ctx context.Context, cfg Config, loadSecs float64, end Sample, drained bool, drainSecs float64, why string,
 	deadlocksBefore int64) *Report {
-	r := &Report{Mode: string(cfg.Mode), Seed: cfg.Seed, Writers: cfg.Writers, Keys: cfg.Keys, Ahead: cfg.Ahead, RateLimit: cfg.Rate, LoadSeconds: round1(loadSecs),
+	r := &Report{Mode: string(cfg.Mode), Seed: cfg.Seed, Writers: cfg.Writers, Keys: cfg.Keys, Ahead: cfg.Ahead, RateLimit: cfg.Rate,
+		LoadBeganAtSeconds: round1(h.start.Sub(h.sup.start).Seconds()), LoadSeconds: round1(loadSecs),
 		Drained: drained, DrainSeconds: round1(drainSecs), LogDir: h.sup.logDir,
 		Trails: h.led.outcomes(kindTrail), Attestations: h.led.outcomes(kindAttestation)}
 	if cfg.Mode == Distributed {
@@ -722,7 +723,7 @@ func (h *harness) problem(format string, args ...any) {
 }
 
 func (h *harness) progress(format string, args ...any) {
-	fmt.Fprintf(h.cfg.Progress, "+%5.1fs %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(h.cfg.Progress, "+%5.1fs %s\n", h.sup.since(), fmt.Sprintf(format, args...))
 }
 
 // teardown kills every process and drops the schema.

@@ -13,14 +13,17 @@ type Report struct {
 	Passed   bool     `json:"passed"`
 	Problems []string `json:"problems"`
 
-	Seed        uint64  `json:"seed"`
-	Writers     int     `json:"writers"`
-	Keys        int     `json:"keys"`                            // API keys the writers use
-	Ahead       int     `json:"ahead"`                           // trails each writer begins before it attests them
-	RateLimit   float64 `json:"rate_limit_per_second,omitempty"` // requests a second over all writers; 0 = none
-	Partitions  int32   `json:"kafka_partitions,omitempty"`
-	Evaluators  int     `json:"evaluators,omitempty"`
-	LoadSeconds float64 `json:"load_seconds"`
+	Seed       uint64  `json:"seed"`
+	Writers    int     `json:"writers"`
+	Keys       int     `json:"keys"`                            // API keys the writers use
+	Ahead      int     `json:"ahead"`                           // trails each writer begins before it attests them
+	RateLimit  float64 `json:"rate_limit_per_second,omitempty"` // requests a second over all writers; 0 = none
+	Partitions int32   `json:"kafka_partitions,omitempty"`
+	Evaluators int     `json:"evaluators,omitempty"`
+	// Times in the report (faults, samples, exits) are seconds since the run began: the load
+	// began LoadBeganAtSeconds after, once the processes were up, and lasted LoadSeconds.
+	LoadBeganAtSeconds float64 `json:"load_began_at_seconds"`
+	LoadSeconds        float64 `json:"load_seconds"`
 	// Drained: every attestation answered 201 stored, no trail waiting for evaluation, and
 	// nothing applied between two looks; DrainSeconds is how long that took after the load.
 	Drained      bool    `json:"drained"`
@@ -88,7 +91,7 @@ type Backlog struct {
 	Samples      []Sample `json:"samples"`
 }
 
-// Sample is one look at the store, at T seconds after the load began.
+// Sample is one look at the store, T seconds after the run began.
 type Sample struct {
 	T            float64 `json:"t"`
 	Acknowledged int     `json:"acknowledged"` // attestations answered 201 so far
@@ -145,7 +148,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		verdict = fmt.Sprintf("FAILED (%d problems)", len(r.Problems))
 	}
 	fmt.Fprintf(&b, "faults, %s mode: %s\n", r.Mode, verdict)
-	fmt.Fprintf(&b, "  load: %.1f s, %d writers on %d keys, %d trails ahead, seed %d", r.LoadSeconds, r.Writers, r.Keys, r.Ahead, r.Seed)
+	fmt.Fprintf(&b, "  load: %.1f s from +%.1f s, %d writers on %d keys, %d trails ahead, seed %d",
+		r.LoadSeconds, r.LoadBeganAtSeconds, r.Writers, r.Keys, r.Ahead, r.Seed)
 	if r.RateLimit > 0 {
 		fmt.Fprintf(&b, ", at most %.0f requests/s", r.RateLimit)
 	}
