@@ -217,10 +217,10 @@ func sparse(s []Sample, n int) string {
 	step := int(math.Ceil(float64(len(s)) / float64(n)))
 	var parts []string
 	for i := 0; i < len(s); i += step {
-		parts = append(parts, fmt.Sprintf("%.0fs:%d", s[i].T, s[i].Backlog))
+		parts = append(parts, fmt.Sprintf("%.1fs:%d", s[i].T, s[i].Backlog))
 	}
 	if last := s[len(s)-1]; (len(s)-1)%step != 0 {
-		parts = append(parts, fmt.Sprintf("%.0fs:%d", last.T, last.Backlog))
+		parts = append(parts, fmt.Sprintf("%.1fs:%d", last.T, last.Backlog))
 	}
 	return strings.Join(parts, " ")
 }
