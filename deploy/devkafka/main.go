@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/veritrail/veritrail/internal/devkafka"
 )
 
 func main() {
@@ -20,21 +20,12 @@ func main() {
 	partitions := flag.Int("partitions", 12, "partitions of automatically created topics")
 	flag.Parse()
 
-	opts := []kfake.Opt{
-		kfake.NumBrokers(1), kfake.Ports(*port), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(*partitions),
-	}
-	if *dataDir != "" {
-		if err := os.MkdirAll(*dataDir, 0o750); err != nil {
-			log.Fatalf("devkafka: %v", err)
-		}
-		opts = append(opts, kfake.DataDir(*dataDir), kfake.SyncWrites())
-	}
-	c, err := kfake.NewCluster(opts...)
+	b, err := devkafka.Start(devkafka.Config{Port: *port, DataDir: *dataDir, Partitions: *partitions})
 	if err != nil {
-		log.Fatalf("devkafka: %v", err)
+		log.Fatal(err)
 	}
-	defer c.Close()
-	fmt.Printf("devkafka: Kafka protocol on %v (data in %q); Ctrl-C stops it\n", c.ListenAddrs(), *dataDir)
+	defer b.Close()
+	fmt.Printf("devkafka: Kafka protocol on %v (data in %q); Ctrl-C stops it\n", b.Addrs(), *dataDir)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
