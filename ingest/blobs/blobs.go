@@ -93,11 +93,43 @@ func (d *Dir) Get(_ context.Context, sha string) ([]byte, error) {
 type SQL struct{ db *sql.DB }
 
 // NewSQL creates the table if missing.
+//
+// Processes starting together (two evaluators, ingest beside them) would race on CREATE TABLE IF
+// NOT EXISTS, which is not atomic on PostgreSQL, so the table is created under an advisory lock
+// per schema, and not at all when it exists.
 func NewSQL(ctx context.Context, db *sql.DB) (*SQL, error) {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS blobs (sha256 TEXT PRIMARY KEY, data BYTEA NOT NULL)`); err != nil {
-		return nil, fmt.Errorf("blobs: create table: %w", err)
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('blobs') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("blobs: look for the table: %w", err)
+	}
+	if !exists {
+		if err := createTable(ctx, db); err != nil {
+			return nil, err
+		}
 	}
 	return &SQL{db: db}, nil
+}
+
+// createLockKey is the advisory lock blobs takes to create its table, beside the schema's hash
+// (the store's migrations use 74657275).
+const createLockKey int32 = 74657276
+
+func createTable(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("blobs: create table: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext(current_schema()), $1)`, createLockKey); err != nil {
+		return fmt.Errorf("blobs: create table: lock: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS blobs (sha256 TEXT PRIMARY KEY, data BYTEA NOT NULL)`); err != nil {
+		return fmt.Errorf("blobs: create table: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("blobs: create table: %w", err)
+	}
+	return nil
 }
 
 func (s *SQL) Put(ctx context.Context, b []byte) (string, error) {

@@ -73,6 +73,20 @@ func TestSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	// Processes starting together each open the store on an empty schema (two evaluators and
+	// ingest): every one succeeds.
+	errs := make(chan error, 8)
+	for range cap(errs) {
+		go func() {
+			_, err := NewSQL(context.Background(), db)
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent NewSQL: %v", err)
+		}
+	}
 	s, err := NewSQL(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
