@@ -35,6 +35,10 @@ type Config struct {
 	RetryInterval time.Duration
 	// ReplayPoll is how often RunReplays asks the store for requested replays; 0 means 500 ms.
 	ReplayPoll time.Duration
+	// StaleDirtAfter is how long a trail may stay dirty before this evaluator evaluates it
+	// although it did not apply what dirtied it: the evaluator that did may have died before
+	// evaluating (another process of the distributed mode), and nobody else would. 0 means 2 s.
+	StaleDirtAfter time.Duration
 }
 
 // Deps are what the evaluator needs.
@@ -330,6 +334,7 @@ func (e *Evaluator) Run(ctx context.Context) error {
 	for _, id := range left {
 		e.markDirty(id)
 	}
+	go e.sweepStaleDirt(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -351,6 +356,36 @@ func (e *Evaluator) Run(ctx context.Context) error {
 		e.evaluateAll(ctx, ids)
 		if ctx.Err() != nil {
 			return nil
+		}
+	}
+}
+
+// sweepStaleDirt evaluates, every StaleDirtAfter, the trails dirty for longer than that: those
+// whose evaluator died between applying and evaluating (it picks them up when it restarts, but it
+// may not restart, and its partitions now come to the others). A trail dirtied again meanwhile
+// has a newer generation and is left to whoever applied it.
+func (e *Evaluator) sweepStaleDirt(ctx context.Context) {
+	every := e.cfg.StaleDirtAfter
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ids, err := e.d.Store.DirtyTrailsBefore(ctx, time.Now().Add(-every).UnixNano())
+		if err != nil {
+			if ctx.Err() == nil {
+				e.d.Log.Warn("evaluate: looking for trails left dirty failed", "err", err)
+			}
+			continue
+		}
+		for _, id := range ids {
+			e.markDirty(id)
 		}
 	}
 }

@@ -282,3 +282,36 @@ func TestHandleBatch(t *testing.T) {
 		t.Fatalf("HandleBatch on a closed store = %d, %v; want 0 and an error", done, err)
 	}
 }
+
+// TestEvaluatesDirtLeftByAnother: an evaluator that died between applying and evaluating leaves
+// its trails dirty in the store, and a running evaluator, which applied none of it, evaluates
+// them once they have been dirty for StaleDirtAfter.
+func TestEvaluatesDirtLeftByAnother(t *testing.T) {
+	st := openSQLite(t)
+	running := newFixtureOn(t, st, Config{StaleDirtAfter: 10 * time.Millisecond}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- running.ev.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// The one that dies: applies an attestation (the trail is dirtied in the store) and never evaluates.
+	dead, err := New(Config{}, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running.seq = 100 // message IDs of its own
+	if err := dead.Handle(running.attestation("tests", false)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for running.trail().State != "NON-COMPLIANT" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the trail left dirty was not evaluated: state %q", running.trail().State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -407,6 +407,9 @@ type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	// DirtyTrails lists trails waiting for evaluation (after a crash, nobody remembers them).
 	DirtyTrails(ctx context.Context) ([]string, error)
+	// DirtyTrailsBefore lists trails dirtied last before generation (a dirt generation is the
+	// time of the mark in Unix nanoseconds): those left behind by an evaluator that died.
+	DirtyTrailsBefore(ctx context.Context, generation int64) ([]string, error)
 	// Classify says whether an error of this store can go away if the work is tried again.
 	Classify(err error) ErrorClass
 	Close() error

@@ -85,7 +85,16 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 
 // DirtyTrails lists trails awaiting evaluation.
 func (s *Store) DirtyTrails(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT trail_id FROM dirty_trails`)
+	return s.dirtyTrails(ctx, `SELECT trail_id FROM dirty_trails`)
+}
+
+// DirtyTrailsBefore lists trails whose dirt generation is older than generation.
+func (s *Store) DirtyTrailsBefore(ctx context.Context, generation int64) ([]string, error) {
+	return s.dirtyTrails(ctx, s.d.rebind(`SELECT trail_id FROM dirty_trails WHERE generation < ?`), generation)
+}
+
+func (s *Store) dirtyTrails(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: dirty trails: %w", err)
 	}

@@ -147,6 +147,19 @@ func testDirty(t *testing.T, e *env) {
 		t.Fatalf("DirtyGeneration did not change on MarkDirty: %d", g2)
 	}
 	// Clearing the generation evaluated before the second MarkDirty leaves the trail dirty.
+	// Dirt older than a generation: tr-1 was dirtied again at g2, after tr-2's mark.
+	before := func(gen int64, want ...string) {
+		t.Helper()
+		got, err := e.s.DirtyTrailsBefore(e.ctx, gen)
+		must(t, "DirtyTrailsBefore", err)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("DirtyTrailsBefore(%d) = %q, want %q", gen, got, want)
+		}
+	}
+	before(g1)
+	before(g2, "tr-2")
+	before(g2+1, "tr-1", "tr-2")
 	e.update(t, func(tx store.Tx) error { return tx.ClearDirty(e.ctx, "tr-1", g1) })
 	checkDirty(t, e, "tr-1", "tr-2")
 	e.update(t, func(tx store.Tx) error {
