@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -232,6 +233,9 @@ func (a *API) writeErr(ctx huma.Context, err error) {
 	if !errors.As(err, &e) {
 		e = a.internal(ctx.Context(), "request", err)
 	}
+	if s := e.retryAfter(); s > 0 {
+		ctx.SetHeader("Retry-After", strconv.Itoa(s))
+	}
 	ctx.SetHeader("Content-Type", "application/json")
 	ctx.SetStatus(e.Status)
 	_ = json.NewEncoder(ctx.BodyWriter()).Encode(e)
@@ -286,7 +290,7 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 	msg.Metadata.Set(contract.MetaSchema, fmt.Sprint(contract.SchemaVersion))
 	if err := a.pub.Publish(contract.TopicEvidence, msg); err != nil {
 		a.log.Error("ingest: publish failed", "kind", env.Kind, "err", err)
-		return apiError(http.StatusServiceUnavailable, "Could not record the request durably; please retry")
+		return unavailable("Could not record the request durably; please retry")
 	}
 	a.tracker.Published(p.KeyID, env.ID)
 	return nil

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -148,8 +147,9 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 	} else {
 		done, ok := a.limits.startWrite()
 		if !ok {
-			ctx.SetHeader("Retry-After", "1")
-			a.writeErr(ctx, apiError(http.StatusServiceUnavailable, "Too many writes in progress; retry shortly"))
+			e := apiError(http.StatusServiceUnavailable, "Too many writes in progress; retry shortly")
+			e.RetryAfter = 1
+			a.writeErr(ctx, e)
 			return
 		}
 		defer done()
@@ -170,8 +170,9 @@ func (a *API) withinLimits(ctx huma.Context, p *Principal) bool {
 		return true
 	}
 	secs := retryAfter(wait)
-	ctx.SetHeader("Retry-After", strconv.Itoa(secs))
-	a.writeErr(ctx, apiError(http.StatusTooManyRequests, "Rate limit of the %s exceeded; retry after %d s", refused, secs))
+	e := apiError(http.StatusTooManyRequests, "Rate limit of the %s exceeded; retry after %d s", refused, secs)
+	e.RetryAfter = secs
+	a.writeErr(ctx, e)
 	return false
 }
 

@@ -53,6 +53,10 @@ type Config struct {
 	Log            *slog.Logger
 	// Now is the clock of key expiry and rate limits; nil means time.Now. Tests move it.
 	Now func() time.Time
+
+	// ingestDeps, set only by tests, adjusts the ingest tier's dependencies before it is built
+	// (a publisher or an attachment store that fails on demand).
+	ingestDeps func(*ingest.Deps)
 }
 
 // Running is a started process: its API (when it serves one) and how to stop it.
@@ -139,7 +143,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, true, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
+	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
 		Changes: ingest.NewChanges()})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
@@ -159,6 +163,14 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	return r, nil
+}
+
+// newAPI builds the ingest tier.
+func newAPI(cfg Config, d ingest.Deps) *ingest.API {
+	if cfg.ingestDeps != nil {
+		cfg.ingestDeps(&d)
+	}
+	return ingest.New(cfg.Ingest, d)
 }
 
 // StartIngest runs the ingest tier on Kafka and PostgreSQL.
@@ -188,7 +200,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	// while nothing they depend on was announced.
 	changes := ingest.NewAnnouncedChanges()
 	go st.ListenChanges(ctx, changes, log)
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
+	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
 		Notifications: st, Changes: changes})
 	r.API = api
 	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
