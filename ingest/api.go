@@ -46,7 +46,7 @@ type Config struct {
 	ConsistencyWait time.Duration
 	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
 	ConsistencyPoll time.Duration
-	// Limits sheds load; the zero value limits nothing.
+	// Limits sheds load and bounds slow clients; the zero value limits nothing.
 	Limits Limits
 }
 
@@ -137,6 +137,7 @@ func New(cfg Config, d Deps) *API {
 		a.engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
 
+	a.mux.Use(func(next http.Handler) http.Handler { return limitTransfers(cfg.Limits, next) })
 	a.mux.Use(a.recoverPanics)
 
 	hc := huma.DefaultConfig("Veritrail API", "2.0")

@@ -96,6 +96,10 @@ func installErrorModel() {
 				}
 				fields["body"] = err.Error()
 			}
+			if status == http.StatusRequestTimeout {
+				// Huma's "request body read timeout": the body arrived slower than Limits allow.
+				msg = "Request body read timeout: the body arrived too slowly"
+			}
 			if status == http.StatusUnprocessableEntity {
 				status = http.StatusBadRequest
 				msg = "Input payload validation failed"

@@ -159,7 +159,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := runNotify(ctx, r, cfg, st, notifySub, log); err != nil {
 		return fail(err)
 	}
-	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
+	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -203,7 +203,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
 		Notifications: st, Changes: changes})
 	r.API = api
-	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
+	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -290,13 +290,18 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub m
 // delivers that many ahead of their acks.
 const evaluateBatch = 64
 
-func serveHTTP(ctx context.Context, r *Running, addr string, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+// serveHTTP serves the API on cfg.Addr. The server's ReadTimeout and WriteTimeout stay unset:
+// they are fixed per request, and ingest sets deadlines that follow each request's progress
+// instead (ingest.Limits: a body must keep a minimum rate, a response write likewise, and a
+// long read-your-writes wait before the answer is not cut off). Headers must arrive within
+// 10 s, and a keep-alive connection is closed after --idle-timeout without a request.
+func serveHTTP(ctx context.Context, r *Running, cfg Config, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	r.Addr = ln.Addr().String()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: cfg.Ingest.Limits.IdleTimeout}
 	r.group.Go(func() error {
 		log.Info("veritrail: serving HTTP", "addr", r.Addr)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
