@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,8 +46,12 @@ type Config struct {
 	ConsistencyWait time.Duration
 	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
 	ConsistencyPoll time.Duration
-	// Limits sheds load; the zero value limits nothing.
+	// Limits sheds load and bounds slow clients; the zero value limits nothing.
 	Limits Limits
+	// ReadyCache is how long /ready reuses the dependencies' last answer (default 1 s);
+	// ReadyTimeout is how long it waits for one (default 2 s).
+	ReadyCache   time.Duration
+	ReadyTimeout time.Duration
 }
 
 // Defaults fills unset fields.
@@ -59,6 +64,12 @@ func (c *Config) Defaults() {
 	}
 	if c.ConsistencyWait == 0 {
 		c.ConsistencyWait = 5 * time.Second
+	}
+	if c.ReadyCache == 0 {
+		c.ReadyCache = time.Second
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 2 * time.Second
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 }
@@ -81,6 +92,8 @@ type Deps struct {
 	// API.Evaluated); asserts are then answered from memory while what they depend on stands
 	// still. Nil when the evaluator runs elsewhere: every assert reads the store.
 	Changes *Changes
+	// Ready are the dependencies /ready answers for (the store, the bus); none: always ready.
+	Ready []ReadyCheck
 }
 
 // API is the HTTP API.
@@ -111,6 +124,7 @@ type API struct {
 	identities store.IdentityStore
 	clock      func() time.Time
 	limits     *limiter
+	ready      *readiness
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -126,7 +140,7 @@ func New(cfg Config, d Deps) *API {
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
 		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
-		notifications: d.Notifications}
+		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log)}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
@@ -136,6 +150,7 @@ func New(cfg Config, d Deps) *API {
 		a.engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
 
+	a.mux.Use(func(next http.Handler) http.Handler { return limitTransfers(cfg.Limits, next) })
 	a.mux.Use(a.recoverPanics)
 
 	hc := huma.DefaultConfig("Veritrail API", "2.0")
@@ -171,10 +186,8 @@ func New(cfg Config, d Deps) *API {
 	a.registerPolicies()
 	a.registerAsserts()
 
-	a.mux.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("OK"))
-	})
+	a.mux.Get("/ready", a.serveReady)
+	a.mux.Get("/live", serveLive)
 	a.mux.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, &Error{Message: fmt.Sprintf("Not found: %s %s", r.Method, r.URL.Path)})
 	})
@@ -233,6 +246,9 @@ func (a *API) writeErr(ctx huma.Context, err error) {
 	if !errors.As(err, &e) {
 		e = a.internal(ctx.Context(), "request", err)
 	}
+	if s := e.retryAfter(); s > 0 {
+		ctx.SetHeader("Retry-After", strconv.Itoa(s))
+	}
 	ctx.SetHeader("Content-Type", "application/json")
 	ctx.SetStatus(e.Status)
 	_ = json.NewEncoder(ctx.BodyWriter()).Encode(e)
@@ -287,7 +303,7 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 	msg.Metadata.Set(contract.MetaSchema, fmt.Sprint(contract.SchemaVersion))
 	if err := a.pub.Publish(contract.TopicEvidence, msg); err != nil {
 		a.log.Error("ingest: publish failed", "kind", env.Kind, "err", err)
-		return apiError(http.StatusServiceUnavailable, "Could not record the request durably; please retry")
+		return unavailable("Could not record the request durably; please retry")
 	}
 	a.tracker.Published(p.KeyID, env.ID)
 	return nil

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -146,10 +145,9 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 			a.tracker.Wait(ctx.Context(), p.KeyID)
 		}
 	} else {
-		done, ok := a.limits.startWrite()
-		if !ok {
-			ctx.SetHeader("Retry-After", "1")
-			a.writeErr(ctx, apiError(http.StatusServiceUnavailable, "Too many writes in progress; retry shortly"))
+		done, refused := a.limits.startWrite(p.KeyID, p.Org.ID)
+		if refused != admitted {
+			a.writeErr(ctx, a.writeRefused(refused))
 			return
 		}
 		defer done()
@@ -157,6 +155,25 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 			Target: strings.TrimPrefix(ctx.URL().Path, apiPrefix)})
 	}
 	next(huma.WithValue(ctx, principalKey{}, p))
+}
+
+// writeRefused is the answer to a write refused by a bound of the writes in flight: 503 when
+// the server has no place left, 429 when the key or the organization holds its share (the
+// client is asked to slow down, not told the server is down).
+func (a *API) writeRefused(r refusal) *Error {
+	var e *Error
+	switch r {
+	case refusedKey:
+		e = apiError(http.StatusTooManyRequests, "Too many writes of the API key in progress (at most %d at once); retry after 1 s",
+			a.cfg.Limits.KeyInFlightWrites)
+	case refusedOrg:
+		e = apiError(http.StatusTooManyRequests, "Too many writes of the organization in progress (at most %d at once); retry after 1 s",
+			a.cfg.Limits.OrgInFlightWrites)
+	default:
+		e = apiError(http.StatusServiceUnavailable, "Too many writes in progress; retry shortly")
+	}
+	e.RetryAfter = 1
+	return e
 }
 
 // withinLimits takes the request's tokens, or answers 429 with Retry-After and reports false.
@@ -170,8 +187,9 @@ func (a *API) withinLimits(ctx huma.Context, p *Principal) bool {
 		return true
 	}
 	secs := retryAfter(wait)
-	ctx.SetHeader("Retry-After", strconv.Itoa(secs))
-	a.writeErr(ctx, apiError(http.StatusTooManyRequests, "Rate limit of the %s exceeded; retry after %d s", refused, secs))
+	e := apiError(http.StatusTooManyRequests, "Rate limit of the %s exceeded; retry after %d s", refused, secs)
+	e.RetryAfter = secs
+	a.writeErr(ctx, e)
 	return false
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -17,13 +18,44 @@ type Error struct {
 	Status  int               `json:"-"`
 	Message string            `json:"message"`
 	Errors  map[string]string `json:"errors"`
+	// RetryAfter is the Retry-After header in seconds. A 429 or a 503 always carries one (1 when
+	// left at 0): the CLI waits that long before it retries, and without it retries at once.
+	RetryAfter int `json:"-"`
 }
 
 func (e *Error) Error() string  { return e.Message }
 func (e *Error) GetStatus() int { return e.Status }
 
+// GetHeaders gives Huma the Retry-After header of an error a handler returns (huma.HeadersError).
+func (e *Error) GetHeaders() http.Header {
+	if s := e.retryAfter(); s > 0 {
+		return http.Header{"Retry-After": {strconv.Itoa(s)}}
+	}
+	return nil
+}
+
+func (e *Error) retryAfter() int {
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+		return max(e.RetryAfter, 1)
+	}
+	return e.RetryAfter
+}
+
 func apiError(status int, format string, args ...any) *Error {
 	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// retryUnavailable is the Retry-After, in seconds, of a 503 for a dependency that failed (the
+// bus, the attachment store) rather than for load: long enough for a broker to elect a leader
+// or a database to come back, short enough for the CLI's three retries to span an outage of
+// that kind.
+const retryUnavailable = 5
+
+// unavailable is a 503 for a dependency that failed.
+func unavailable(format string, args ...any) *Error {
+	e := apiError(http.StatusServiceUnavailable, format, args...)
+	e.RetryAfter = retryUnavailable
+	return e
 }
 
 // validationFailed is the 400 the hosted service answers for bad fields.
@@ -63,6 +95,10 @@ func installErrorModel() {
 					continue
 				}
 				fields["body"] = err.Error()
+			}
+			if status == http.StatusRequestTimeout {
+				// Huma's "request body read timeout": the body arrived slower than Limits allow.
+				msg = "Request body read timeout: the body arrived too slowly"
 			}
 			if status == http.StatusUnprocessableEntity {
 				status = http.StatusBadRequest

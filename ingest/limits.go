@@ -15,9 +15,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Limits is how much load ingest accepts before it sheds the rest. Every refusal happens in
-// the authorization hook, before a handler reads the body or publishes anything, so a
-// request is either wholly accepted or refused without a side effect.
+// Limits is how much load ingest accepts before it sheds the rest, and how slow a client may
+// be. Every refusal happens in the authorization hook, before a handler reads the body or
+// publishes anything, so a request is either wholly accepted or refused without a side effect.
 type Limits struct {
 	// KeyRate is the requests per second one API key may make (anonymous readers of a public
 	// organization share one key per organization); 0 means no limit. KeyBurst is how many
@@ -30,6 +30,28 @@ type Limits struct {
 	// MaxInFlightWrites bounds the writes being handled at once (each may hold a 10 MB
 	// attachment in memory); beyond it writes are refused with 503. 0 means no bound.
 	MaxInFlightWrites int
+	// KeyInFlightWrites and OrgInFlightWrites are the shares of those one API key and one
+	// organization may hold; beyond its share a write is refused with 429, so that one client
+	// uploading slowly (a write holds its place while its body arrives) cannot take every
+	// place. 0 means no share.
+	KeyInFlightWrites int
+	OrgInFlightWrites int
+
+	// BodyReadTimeout is how long a request body may take to arrive beyond what its size needs
+	// at MinTransferRate; past it the request is answered 408 and its place freed. 0 means no
+	// limit (Huma's own 5 s for JSON bodies then applies).
+	BodyReadTimeout time.Duration
+	// MinTransferRate, in bytes per second, extends the time of a body with its size, and the
+	// time of each response write with the bytes written: a large attachment on a slow but
+	// steady link passes, a trickle does not. 0 means no extension.
+	MinTransferRate float64
+	// WriteTimeout is how long the client may take to accept each response write, beyond what
+	// its size needs at MinTransferRate. It runs from the write, not from the request, so a long
+	// read-your-writes wait or upload before the answer is not counted. 0 means no limit.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that has waited that long for its next
+	// request. 0 means never.
+	IdleTimeout time.Duration
 
 	// envErr keeps invalid environment values seen by RegisterFlags until Validate.
 	envErr error
@@ -38,13 +60,20 @@ type Limits struct {
 // DefaultLimits are the limits of `veritrail serve` and `veritrail ingest` when no flag or
 // environment variable sets them. A CI key rarely makes more than a few requests a second;
 // the per-key bucket lets a pipeline's burst through and stops a runaway loop.
+// A key may hold an eighth of the write places and an organization half of them, and 64 KiB/s
+// (512 kbit/s) brings a 10 MB attachment in within about three minutes.
 func DefaultLimits() Limits {
-	return Limits{KeyRate: 100, KeyBurst: 200, OrgRate: 500, OrgBurst: 1000, MaxInFlightWrites: 256}
+	return Limits{KeyRate: 100, KeyBurst: 200, OrgRate: 500, OrgBurst: 1000,
+		MaxInFlightWrites: 256, KeyInFlightWrites: 32, OrgInFlightWrites: 128,
+		BodyReadTimeout: 10 * time.Second, MinTransferRate: 64 << 10, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute}
 }
 
 // RegisterFlags registers --rate-limit-key, --rate-limit-key-burst, --rate-limit-org,
-// --rate-limit-org-burst and --max-inflight-writes, with defaults from l overridden by
-// VERITRAIL_RATE_LIMIT_KEY and so on; an invalid environment value is reported by Validate.
+// --rate-limit-org-burst, --max-inflight-writes (and its -key and -org shares),
+// --body-read-timeout, --min-transfer-rate, --write-timeout and --idle-timeout, with defaults
+// from l overridden by VERITRAIL_RATE_LIMIT_KEY and so on; an invalid environment value is
+// reported by Validate.
 func (l *Limits) RegisterFlags(fs *flag.FlagSet) {
 	l.envErr = nil
 	register := func(v flag.Value, name, usage string) {
@@ -61,6 +90,15 @@ func (l *Limits) RegisterFlags(fs *flag.FlagSet) {
 	register(floatFlag{&l.OrgRate}, "rate-limit-org", "requests per second all keys of one organization may make; 0 = unlimited")
 	register(intFlag{&l.OrgBurst}, "rate-limit-org-burst", "requests all keys of one organization may make at once")
 	register(intFlag{&l.MaxInFlightWrites}, "max-inflight-writes", "writes handled at once before 503; 0 = unbounded")
+	register(intFlag{&l.KeyInFlightWrites}, "max-inflight-writes-key", "writes one API key may have in flight before 429; 0 = no share")
+	register(intFlag{&l.OrgInFlightWrites}, "max-inflight-writes-org", "writes one organization may have in flight before 429; 0 = no share")
+	register(durationFlag{&l.BodyReadTimeout}, "body-read-timeout",
+		"time a request body may take beyond what its size needs at --min-transfer-rate, then 408; 0 = no limit")
+	register(floatFlag{&l.MinTransferRate}, "min-transfer-rate",
+		"bytes per second a body upload or a response download must keep up to be given more time; 0 = none")
+	register(durationFlag{&l.WriteTimeout}, "write-timeout",
+		"time the client may take to accept each response write, beyond what its size needs at --min-transfer-rate; 0 = no limit")
+	register(durationFlag{&l.IdleTimeout}, "idle-timeout", "time a keep-alive connection may wait for its next request; 0 = forever")
 }
 
 // Validate reports every problem of l at once.
@@ -76,8 +114,18 @@ func (l Limits) Validate() error {
 	}
 	check("key", l.KeyRate, l.KeyBurst)
 	check("org", l.OrgRate, l.OrgBurst)
-	if l.MaxInFlightWrites < 0 {
-		errs = append(errs, errors.New("--max-inflight-writes must not be negative"))
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"max-inflight-writes", int64(l.MaxInFlightWrites)}, {"max-inflight-writes-key", int64(l.KeyInFlightWrites)},
+		{"max-inflight-writes-org", int64(l.OrgInFlightWrites)}, {"body-read-timeout", int64(l.BodyReadTimeout)},
+		{"write-timeout", int64(l.WriteTimeout)}, {"idle-timeout", int64(l.IdleTimeout)}} {
+		if c.n < 0 {
+			errs = append(errs, fmt.Errorf("--%s must not be negative", c.name))
+		}
+	}
+	if l.MinTransferRate < 0 || math.IsNaN(l.MinTransferRate) || math.IsInf(l.MinTransferRate, 0) {
+		errs = append(errs, errors.New("--min-transfer-rate must be a number of bytes per second, at least 0"))
 	}
 	return errors.Join(errs...)
 }
@@ -93,6 +141,24 @@ func (f floatFlag) String() string {
 
 func (f floatFlag) Set(s string) error {
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil {
+		return err
+	}
+	*f.p = v
+	return nil
+}
+
+type durationFlag struct{ p *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.p == nil {
+		return "0s"
+	}
+	return f.p.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
 		return err
 	}
@@ -122,21 +188,19 @@ func (f intFlag) Set(s string) error {
 // again, a moment of leniency rather than unbounded memory.
 const maxBuckets = 100_000
 
-// limiter enforces Limits: a token bucket per key and per organization, and a count of the
-// writes in flight.
+// limiter enforces Limits: a token bucket per key and per organization, and the writes in
+// flight.
 type limiter struct {
 	keys     buckets
 	orgs     buckets
-	inflight chan struct{} // nil: unbounded
+	inflight inflight
 }
 
 func newLimiter(cfg Limits) *limiter {
-	l := &limiter{keys: buckets{rate: cfg.KeyRate, burst: cfg.KeyBurst},
-		orgs: buckets{rate: cfg.OrgRate, burst: cfg.OrgBurst}}
-	if cfg.MaxInFlightWrites > 0 {
-		l.inflight = make(chan struct{}, cfg.MaxInFlightWrites)
-	}
-	return l
+	return &limiter{keys: buckets{rate: cfg.KeyRate, burst: cfg.KeyBurst},
+		orgs: buckets{rate: cfg.OrgRate, burst: cfg.OrgBurst},
+		inflight: inflight{max: cfg.MaxInFlightWrites, keyMax: cfg.KeyInFlightWrites, orgMax: cfg.OrgInFlightWrites,
+			keys: map[string]int{}, orgs: map[string]int{}}}
 }
 
 // allow takes one token from the key's bucket and one from the organization's, or neither.
@@ -156,17 +220,63 @@ func (l *limiter) allow(now time.Time, keyID, orgID string) (refused string, wai
 	return "", 0
 }
 
-// startWrite admits a write if fewer than MaxInFlightWrites are in flight; done must be
-// called when it ends.
-func (l *limiter) startWrite() (done func(), ok bool) {
-	if l.inflight == nil {
-		return func() {}, true
+// refusal says which bound refused a write (startWrite).
+type refusal int
+
+const (
+	admitted refusal = iota
+	refusedServer
+	refusedKey
+	refusedOrg
+)
+
+// startWrite admits a write if fewer than MaxInFlightWrites are in flight and the key and the
+// organization are within their shares; done must be called when it ends. refused says which
+// bound refused it otherwise.
+func (l *limiter) startWrite(keyID, orgID string) (done func(), refused refusal) {
+	return l.inflight.start(keyID, orgID)
+}
+
+// inflight counts the writes in flight, in all and by key and organization. Zero bounds
+// bound nothing.
+type inflight struct {
+	max, keyMax, orgMax int
+
+	mu    sync.Mutex
+	total int
+	keys  map[string]int // only keys with writes in flight
+	orgs  map[string]int
+}
+
+func (f *inflight) start(keyID, orgID string) (done func(), refused refusal) {
+	if f.max <= 0 && f.keyMax <= 0 && f.orgMax <= 0 {
+		return func() {}, admitted
 	}
-	select {
-	case l.inflight <- struct{}{}:
-		return func() { <-l.inflight }, true
-	default:
-		return nil, false
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.keyMax > 0 && f.keys[keyID] >= f.keyMax:
+		return nil, refusedKey
+	case f.orgMax > 0 && f.orgs[orgID] >= f.orgMax:
+		return nil, refusedOrg
+	case f.max > 0 && f.total >= f.max:
+		return nil, refusedServer
+	}
+	f.total++
+	f.keys[keyID]++
+	f.orgs[orgID]++
+	return func() { f.end(keyID, orgID) }, admitted
+}
+
+func (f *inflight) end(keyID, orgID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.total--
+	if f.keys[keyID]--; f.keys[keyID] == 0 {
+		delete(f.keys, keyID)
+	}
+	if f.orgs[orgID]--; f.orgs[orgID] == 0 {
+		delete(f.orgs, orgID)
 	}
 }
 

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,17 +50,56 @@ func TestLimiterBuckets(t *testing.T) {
 
 func TestLimiterInFlight(t *testing.T) {
 	l := newLimiter(Limits{MaxInFlightWrites: 2})
-	done1, ok1 := l.startWrite()
-	_, ok2 := l.startWrite()
-	if _, ok := l.startWrite(); !ok1 || !ok2 || ok {
-		t.Fatalf("admitted %v %v, then %v; want two, then none", ok1, ok2, ok)
+	done1, r1 := l.startWrite("a", "o")
+	_, r2 := l.startWrite("b", "p")
+	if _, r := l.startWrite("c", "q"); r1 != admitted || r2 != admitted || r != refusedServer {
+		t.Fatalf("admitted %v %v, then %v; want two, then the server's refusal", r1, r2, r)
 	}
 	done1()
-	if _, ok := l.startWrite(); !ok {
+	if _, r := l.startWrite("c", "q"); r != admitted {
 		t.Fatal("a write that ended did not free its place")
 	}
-	if _, ok := newLimiter(Limits{}).startWrite(); !ok {
+	if _, r := newLimiter(Limits{}).startWrite("a", "o"); r != admitted {
 		t.Fatal("unbounded writes refused")
+	}
+}
+
+// TestLimiterInFlightShares: a key and an organization hold at most their share of the places,
+// so that the others still find some; a write that ends gives its key's and organization's
+// place back.
+func TestLimiterInFlightShares(t *testing.T) {
+	l := newLimiter(Limits{MaxInFlightWrites: 5, KeyInFlightWrites: 2, OrgInFlightWrites: 3})
+	var dones []func()
+	start := func(key, org string, want refusal) {
+		t.Helper()
+		done, r := l.startWrite(key, org)
+		if r != want {
+			t.Fatalf("write of %s/%s: refusal %v, want %v", org, key, r, want)
+		}
+		if done != nil {
+			dones = append(dones, done)
+		}
+	}
+	start("a", "o", admitted)
+	start("a", "o", admitted)
+	start("a", "o", refusedKey) // the key's share is taken...
+	start("b", "o", admitted)   // ...not its organization's
+	start("c", "o", refusedOrg) // now the organization's is
+	start("x", "p", admitted)   // another organization still gets places
+	start("y", "p", admitted)
+	start("z", "q", refusedServer) // until every place is taken
+	dones[0]()                     // a write of key a in o ends: key a is within its share again
+	start("a", "o", admitted)
+	start("a", "o", refusedKey)
+	start("z", "q", refusedServer)
+	if len(l.inflight.keys) != 4 || len(l.inflight.orgs) != 2 {
+		t.Fatalf("counts kept for %d keys and %d organizations, want 4 and 2", len(l.inflight.keys), len(l.inflight.orgs))
+	}
+	for _, done := range dones[1:] {
+		done()
+	}
+	if l.inflight.total != 0 || len(l.inflight.keys) != 0 || len(l.inflight.orgs) != 0 {
+		t.Fatalf("after every write ended: total %d, %d keys, %d organizations kept", l.inflight.total, len(l.inflight.keys), len(l.inflight.orgs))
 	}
 }
 
@@ -74,14 +114,19 @@ func TestRetryAfter(t *testing.T) {
 func TestLimitsFlags(t *testing.T) {
 	t.Setenv("VERITRAIL_RATE_LIMIT_KEY", "5")
 	t.Setenv("VERITRAIL_MAX_INFLIGHT_WRITES", "9")
+	t.Setenv("VERITRAIL_BODY_READ_TIMEOUT", "3s")
+	t.Setenv("VERITRAIL_MIN_TRANSFER_RATE", "1000")
 	l := DefaultLimits()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	l.RegisterFlags(fs)
-	if err := fs.Parse([]string{"--rate-limit-org", "7", "--max-inflight-writes", "3"}); err != nil {
+	if err := fs.Parse([]string{"--rate-limit-org", "7", "--max-inflight-writes", "3", "--max-inflight-writes-key", "2",
+		"--max-inflight-writes-org", "4", "--body-read-timeout", "4s", "--write-timeout", "1m", "--idle-timeout", "90s"}); err != nil {
 		t.Fatal(err)
 	}
 	want := DefaultLimits()
 	want.KeyRate, want.OrgRate, want.MaxInFlightWrites = 5, 7, 3 // flags win over the environment
+	want.KeyInFlightWrites, want.OrgInFlightWrites = 2, 4
+	want.BodyReadTimeout, want.MinTransferRate, want.WriteTimeout, want.IdleTimeout = 4*time.Second, 1000, time.Minute, 90*time.Second
 	if l != want {
 		t.Fatalf("limits %+v, want %+v", l, want)
 	}
@@ -90,12 +135,16 @@ func TestLimitsFlags(t *testing.T) {
 	}
 
 	t.Setenv("VERITRAIL_RATE_LIMIT_KEY_BURST", "many")
+	t.Setenv("VERITRAIL_WRITE_TIMEOUT", "soon")
 	l = DefaultLimits()
 	l.RegisterFlags(flag.NewFlagSet("serve", flag.ContinueOnError))
-	if err := l.Validate(); err == nil {
-		t.Fatal("an invalid environment value passed Validate")
+	if err := l.Validate(); err == nil || !strings.Contains(err.Error(), "VERITRAIL_RATE_LIMIT_KEY_BURST") ||
+		!strings.Contains(err.Error(), "VERITRAIL_WRITE_TIMEOUT") {
+		t.Fatalf("invalid environment values: Validate says %v", err)
 	}
-	for _, bad := range []Limits{{KeyRate: -1}, {OrgRate: 2, OrgBurst: 0}, {MaxInFlightWrites: -1}} {
+	for _, bad := range []Limits{{KeyRate: -1}, {OrgRate: 2, OrgBurst: 0}, {MaxInFlightWrites: -1}, {KeyInFlightWrites: -1},
+		{OrgInFlightWrites: -1}, {BodyReadTimeout: -time.Second}, {WriteTimeout: -time.Second}, {IdleTimeout: -time.Second},
+		{MinTransferRate: -1}} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%+v) passed", bad)
 		}

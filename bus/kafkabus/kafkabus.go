@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,7 +47,7 @@ const PartitionKeyMetadata = "partition_key"
 // NewPublisher returns a publisher whose Publish returns once every message
 // is acknowledged by all in-sync replicas. Missing topics are created on
 // first publish to them.
-func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (message.Publisher, error) {
+func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (message.Publisher
 	if err != nil {
 		return nil, fmt.Errorf("kafkabus: creating publisher: %w", err)
 	}
-	return &publisher{Publisher: pub, topics: newTopicEnsurer(cfg)}, nil
+	return &Publisher{Publisher: pub, topics: newTopicEnsurer(cfg), cfg: cfg}, nil
 }
 
 // NewSubscriber returns a subscriber in consumer group cfg.ConsumerGroup.
@@ -160,12 +161,17 @@ func tuned(cfg Config, sc *sarama.Config) *sarama.Config {
 	return sc
 }
 
-type publisher struct {
+// Publisher is a message.Publisher on Kafka (see NewPublisher) that can also tell whether
+// the cluster takes publishes (Ping).
+type Publisher struct {
 	*kafka.Publisher
 	topics *topicEnsurer
+	cfg    Config
 }
 
-func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
+// Publish publishes msgs to topic, creating the topic first if it is missing, and returns once
+// all in-sync replicas have them.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	if err := p.topics.ensure(context.Background(), topic); err != nil {
 		return err
 	}
@@ -173,6 +179,68 @@ func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
 		return fmt.Errorf("kafkabus: publishing to %s: %w", topic, err)
 	}
 	return nil
+}
+
+// pingTimeout bounds each network step of a Ping (dial, request, answer).
+const pingTimeout = 3 * time.Second
+
+// Ping reports whether the cluster takes publishes now: a bootstrap broker answers and, for
+// the topics this publisher has published to, every partition has a leader. It opens one
+// connection per call and closes it; Sarama's calls take no context, so when ctx ends first
+// Ping returns and the call finishes in the background, bounded by pingTimeout.
+func (p *Publisher) Ping(ctx context.Context) error {
+	topics := p.topics.list()
+	done := make(chan error, 1)
+	go func() { done <- ping(p.cfg, topics) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("kafkabus: ping: %w", ctx.Err())
+	}
+}
+
+func ping(cfg Config, topics []string) error {
+	sc := tuned(cfg, baseSaramaConfig(cfg))
+	sc.Net.DialTimeout, sc.Net.ReadTimeout, sc.Net.WriteTimeout = pingTimeout, pingTimeout, pingTimeout
+	var errs []error
+	for _, addr := range cfg.Brokers {
+		answered, err := pingBroker(sc, addr, topics)
+		if answered {
+			return err // what the cluster says of the topics; another broker would say the same
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return fmt.Errorf("kafkabus: no broker answers: %w", errors.Join(errs...))
+}
+
+// pingBroker asks one broker for the topics' metadata (or only for its API versions when
+// there are no topics yet); answered is whether it answered at all.
+func pingBroker(sc *sarama.Config, addr string, topics []string) (answered bool, err error) {
+	b := sarama.NewBroker(addr)
+	if err := b.Open(sc); err != nil {
+		return false, err
+	}
+	defer func() { _ = b.Close() }()
+	if len(topics) == 0 {
+		_, err := b.ApiVersions(&sarama.ApiVersionsRequest{})
+		return err == nil, err
+	}
+	resp, err := b.GetMetadata(sarama.NewMetadataRequest(sc.Version, topics))
+	if err != nil {
+		return false, err
+	}
+	for _, t := range resp.Topics {
+		if !errors.Is(t.Err, sarama.ErrNoError) {
+			return true, fmt.Errorf("kafkabus: topic %s: %w", t.Name, t.Err)
+		}
+		for _, part := range t.Partitions {
+			if part.Leader < 0 || errors.Is(part.Err, sarama.ErrLeaderNotAvailable) {
+				return true, fmt.Errorf("kafkabus: partition %d of topic %s has no leader", part.ID, t.Name)
+			}
+		}
+	}
+	return true, nil
 }
 
 type subscriber struct {
@@ -208,6 +276,18 @@ type topicEnsurer struct {
 
 func newTopicEnsurer(cfg Config) *topicEnsurer {
 	return &topicEnsurer{cfg: cfg, known: make(map[string]bool)}
+}
+
+// list returns the topics known to exist, sorted.
+func (e *topicEnsurer) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	topics := make([]string, 0, len(e.known))
+	for t := range e.known {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	return topics
 }
 
 func (e *topicEnsurer) ensure(ctx context.Context, topic string) error {

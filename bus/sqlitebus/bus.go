@@ -105,6 +105,28 @@ func New(db *sql.DB, cfg Config, logger watermill.LoggerAdapter) (*Bus, error) {
 	return b, nil
 }
 
+// Ping reports whether the bus takes publishes: it is open, its journal (if any) is usable,
+// and its database takes the write lock, which moving the journal and every claim and ack
+// need. Taking the lock waits up to the database's busy timeout, which ctx does not shorten
+// (SQLite's busy wait is not interruptible); the caller bounds its own wait.
+func (b *Bus) Ping(ctx context.Context) error {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if b.jr != nil {
+		if err := b.jr.usable(); err != nil {
+			return fmt.Errorf("sqlitebus: %w", err)
+		}
+	}
+	if err := b.st.probeWrite(ctx); err != nil {
+		return fmt.Errorf("sqlitebus: the database takes no writes: %w", err)
+	}
+	return nil
+}
+
 // Hub returns the Hub shared by everything the Bus creates, for publishers or
 // subscribers built with NewPublisher/NewSubscriber on the same *sql.DB.
 func (b *Bus) Hub() *Hub { return b.hub }

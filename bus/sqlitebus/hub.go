@@ -187,6 +187,25 @@ func (st *dbState) execStmt(stmt *sql.Stmt, args ...any) (sql.Result, error) {
 	return stmt.ExecContext(context.Background(), args...)
 }
 
+// probeWrite takes the database's write lock and gives it back at once, under the process
+// write lock: whether a write could happen now.
+func (st *dbState) probeWrite(ctx context.Context) error {
+	st.writeMu.Lock()
+	defer st.writeMu.Unlock()
+	conn, err := st.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("get connection: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
 // tx runs fn in a BEGIN IMMEDIATE transaction under the process write lock.
 // IMMEDIATE takes the write lock up front: a deferred transaction that reads
 // first and writes later fails with SQLITE_BUSY, without waiting, when another

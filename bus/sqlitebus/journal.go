@@ -288,6 +288,19 @@ func (j *journal) write(buf []byte) error {
 	return nil
 }
 
+// usable reports why appends fail, if they do.
+func (j *journal) usable() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case j.closed:
+		return ErrClosed
+	case j.broken != nil:
+		return fmt.Errorf("journal unusable since an earlier failure: %w", j.broken)
+	}
+	return nil
+}
+
 // full reports whether the file has grown past rotateAt.
 func (j *journal) full() bool {
 	j.mu.Lock()

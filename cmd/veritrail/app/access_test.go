@@ -15,6 +15,12 @@ import (
 // keyFor makes a key of role in org and returns a client that uses it.
 func keyFor(t *testing.T, e env, org, name string, role store.Role) *kosli {
 	t.Helper()
+	return newKosli(t, e.base+"/api/v2", keySecret(t, e, org, name, role))
+}
+
+// keySecret makes a key of a service account named name in org, with role, and returns its secret.
+func keySecret(t *testing.T, e env, org, name string, role store.Role) string {
+	t.Helper()
 	ctx := context.Background()
 	o, err := EnsureOrg(ctx, e.store, org)
 	if err != nil {
@@ -24,7 +30,7 @@ func keyFor(t *testing.T, e env, org, name string, role store.Role) *kosli {
 	if err := CreateOrgKey(ctx, e.store, o, name, role, secret); err != nil {
 		t.Fatal(err)
 	}
-	return newKosli(t, e.base+"/api/v2", secret)
+	return secret
 }
 
 // TestPublicOrganization: anyone may read a public organization's flows and trails, and

@@ -53,6 +53,10 @@ type Config struct {
 	Log            *slog.Logger
 	// Now is the clock of key expiry and rate limits; nil means time.Now. Tests move it.
 	Now func() time.Time
+
+	// ingestDeps, set only by tests, adjusts the ingest tier's dependencies before it is built
+	// (a publisher or an attachment store that fails on demand).
+	ingestDeps func(*ingest.Deps)
 }
 
 // Running is a started process: its API (when it serves one) and how to stop it.
@@ -139,8 +143,8 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, true, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
-		Changes: ingest.NewChanges()})
+	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
+		Changes: ingest.NewChanges(), Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
 		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
@@ -155,10 +159,18 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := runNotify(ctx, r, cfg, st, notifySub, log); err != nil {
 		return fail(err)
 	}
-	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
+	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
 		return fail(err)
 	}
 	return r, nil
+}
+
+// newAPI builds the ingest tier.
+func newAPI(cfg Config, d ingest.Deps) *ingest.API {
+	if cfg.ingestDeps != nil {
+		cfg.ingestDeps(&d)
+	}
+	return ingest.New(cfg.Ingest, d)
 }
 
 // StartIngest runs the ingest tier on Kafka and PostgreSQL.
@@ -188,10 +200,10 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	// while nothing they depend on was announced.
 	changes := ingest.NewAnnouncedChanges()
 	go st.ListenChanges(ctx, changes, log)
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
-		Notifications: st, Changes: changes})
+	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
+		Notifications: st, Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}})
 	r.API = api
-	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
+	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -284,13 +296,18 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub m
 // delivers that many ahead of their acks.
 const evaluateBatch = 64
 
-func serveHTTP(ctx context.Context, r *Running, addr string, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+// serveHTTP serves the API on cfg.Addr. The server's ReadTimeout and WriteTimeout stay unset:
+// they are fixed per request, and ingest sets deadlines that follow each request's progress
+// instead (ingest.Limits: a body must keep a minimum rate, a response write likewise, and a
+// long read-your-writes wait before the answer is not cut off). Headers must arrive within
+// 10 s, and a keep-alive connection is closed after --idle-timeout without a request.
+func serveHTTP(ctx context.Context, r *Running, cfg Config, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	r.Addr = ln.Addr().String()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: cfg.Ingest.Limits.IdleTimeout}
 	r.group.Go(func() error {
 		log.Info("veritrail: serving HTTP", "addr", r.Addr)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -72,6 +72,40 @@ func TestSQLiteReopen(t *testing.T) {
 	}
 }
 
+// TestPing: a store answers Ping while it is open, and fails it once closed, on both dialects.
+func TestPing(t *testing.T) {
+	ctx := context.Background()
+	sq, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "veritrail.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = defaultPostgres
+	}
+	pg, err := sqlstore.OpenPostgres(ctx, withSearchPath(dsn, createSchema(t, connectPostgres(t, dsn))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*sqlstore.Store{"sqlite": sq, "postgres": pg} {
+		if err := s.Ping(ctx); err != nil {
+			t.Errorf("%s: Ping of an open store: %v", name, err)
+		}
+		if err := s.CreateOrg(ctx, store.Org{ID: "org-a", Name: "acme", CreatedAt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ping(ctx); err != nil {
+			t.Errorf("%s: Ping of a store with an organization: %v", name, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ping(ctx); err == nil {
+			t.Errorf("%s: Ping of a closed store passed", name)
+		}
+	}
+}
+
 func TestPostgres(t *testing.T) {
 	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
 	if dsn == "" {

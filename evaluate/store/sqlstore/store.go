@@ -59,6 +59,16 @@ func (s *Store) Close() error {
 	return err
 }
 
+// Ping reports whether the store answers a read: a round trip on PostgreSQL, a read of the
+// database file on SQLite. /ready asks it (through ingest.Pinger).
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, `SELECT 1 FROM orgs LIMIT 1`).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlstore: ping: %w", err)
+	}
+	return nil
+}
+
 func (s *Store) reader() reads { return reads{d: s.d, q: querier{stmts: s.rstmts, count: &s.sent}} }
 
 // Update runs fn in one transaction.
