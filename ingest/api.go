@@ -94,6 +94,10 @@ type Deps struct {
 	Changes *Changes
 	// Ready are the dependencies /ready answers for (the store, the bus); none: always ready.
 	Ready []ReadyCheck
+	// Classify tells a store error that can go away on its own (a lost connection, a restarting
+	// database) from one that cannot: the first is a 503 with Retry-After, the second a 500. Nil
+	// makes every store error a 500.
+	Classify func(error) store.ErrorClass
 }
 
 // API is the HTTP API.
@@ -125,6 +129,7 @@ type API struct {
 	clock      func() time.Time
 	limits     *limiter
 	ready      *readiness
+	classify   func(error) store.ErrorClass
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -140,7 +145,7 @@ func New(cfg Config, d Deps) *API {
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
 		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
-		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log)}
+		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
@@ -254,8 +259,16 @@ func (a *API) writeErr(ctx huma.Context, err error) {
 	_ = json.NewEncoder(ctx.BodyWriter()).Encode(e)
 }
 
-// internal logs err and returns a 500 that does not leak it.
+// internal logs err and returns a 500 that does not leak it, or a 503 with Retry-After when the
+// store says the error can go away on its own (its connection was cut, it is restarting): the
+// client's retry will likely succeed, and a 500 would tell it not to bother.
 func (a *API) internal(_ context.Context, what string, err error) *Error {
+	if a.classify != nil && a.classify(err) == store.ClassTransient {
+		a.log.Warn("ingest: store unavailable", "what", what, "err", err)
+		e := apiError(http.StatusServiceUnavailable, "Service unavailable while trying to %s; please retry", what)
+		e.RetryAfter = 1
+		return e
+	}
 	a.log.Error("ingest: internal error", "what", what, "err", err)
 	return apiError(http.StatusInternalServerError, "Internal error while trying to %s", what)
 }

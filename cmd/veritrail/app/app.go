@@ -144,7 +144,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
-		Changes: ingest.NewChanges(), Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}})
+		Changes: ingest.NewChanges(), Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
 		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
@@ -201,7 +201,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	changes := ingest.NewAnnouncedChanges()
 	go st.ListenChanges(ctx, changes, log)
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
-		Notifications: st, Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}})
+		Notifications: st, Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, Classify: st.Classify})
 	r.API = api
 	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
 		return fail(err)

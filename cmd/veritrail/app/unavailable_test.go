@@ -3,25 +3,31 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/ingest/blobs"
 )
 
 // TestUnavailableCarriesRetryAfter: a write whose publish fails, or whose attachment cannot be
 // stored, is a 503 with Retry-After, and nothing else changes; once the dependency works again,
-// the same write is accepted.
+// the same write is accepted. A store error that can go away on its own is a 503 with
+// Retry-After too; one that cannot is a 500.
 func TestUnavailableCarriesRetryAfter(t *testing.T) {
 	var failPublish, failBlobs atomic.Bool
+	var failStore atomic.Pointer[pgconn.PgError]
 	tune := func(c *Config) {
 		c.ingestDeps = func(d *ingest.Deps) {
 			d.Publisher = &failingPublisher{Publisher: d.Publisher, fail: &failPublish}
 			d.Blobs = &failingBlobs{Store: d.Blobs, fail: &failBlobs}
+			d.Store = &failingReader{Reader: d.Store, fail: &failStore}
 		}
 	}
 	forEachModeWith(t, tune, func(t *testing.T, e env) {
@@ -47,6 +53,18 @@ func TestUnavailableCarriesRetryAfter(t *testing.T) {
 			t.Fatalf("attachment not stored: Retry-After %q, want 5", got)
 		}
 		failBlobs.Store(false)
+		// The store's connections were cut (PostgreSQL restarting, backends terminated): a retry
+		// will likely succeed, so 503 with Retry-After. An error about the data stays a 500.
+		failStore.Store(&pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"})
+		r = e.k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t2"})
+		wantError(t, r, http.StatusServiceUnavailable, "Service unavailable while trying to look up trail; please retry", "")
+		if got := r.Header.Get("Retry-After"); got != "1" {
+			t.Fatalf("store connection lost: Retry-After %q, want 1", got)
+		}
+		failStore.Store(&pgconn.PgError{Code: "42P01", Message: `relation "trails" does not exist`})
+		r = e.k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t2"})
+		wantError(t, r, http.StatusInternalServerError, "Internal error while trying to look up trail", "")
+		failStore.Store(nil)
 		attest("after-outages").want(t, http.StatusCreated)
 		e.k.get("/attestations/"+testOrg+"/app/trail/t1/after-outages").want(t, http.StatusOK)
 		for _, name := range []string{"during-bus-outage", "during-disk-outage"} {
@@ -65,6 +83,19 @@ func (p *failingPublisher) Publish(topic string, msgs ...*message.Message) error
 		return errors.New("the broker is unreachable")
 	}
 	return p.Publisher.Publish(topic, msgs...)
+}
+
+// failingReader fails TrailByName with the error in fail, when there is one.
+type failingReader struct {
+	store.Reader
+	fail *atomic.Pointer[pgconn.PgError]
+}
+
+func (r *failingReader) TrailByName(ctx context.Context, flowID, name string) (store.Trail, error) {
+	if err := r.fail.Load(); err != nil {
+		return store.Trail{}, fmt.Errorf("sqlstore: trail: %w", err)
+	}
+	return r.Reader.TrailByName(ctx, flowID, name)
 }
 
 type failingBlobs struct {
