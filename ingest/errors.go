@@ -11,12 +11,13 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 )
 
-// Error is every error body the API writes: {"message": ..., "errors": {field: text} | null},
-// the shape the Kosli CLI prints.
+// Error is every error body the API writes: {"message": ..., "errors": {field: text}}, the shape
+// the Kosli CLI prints. errors is there only for validation failures: the CLI prints the value
+// of a present "errors" key, so an "errors": null would end every message with ": <nil>".
 type Error struct {
 	Status  int               `json:"-"`
 	Message string            `json:"message"`
-	Errors  map[string]string `json:"errors"`
+	Errors  map[string]string `json:"errors,omitempty"`
 }
 
 func (e *Error) Error() string  { return e.Message }
