@@ -148,9 +148,11 @@ func New(cfg Config, d Deps) *API {
 		"basic":  {Type: "http", Scheme: "basic", Description: "Legacy: the API key as user name, any password"},
 	}
 	hc.CreateHooks = nil // no $schema links in responses: the CLI compares bodies
+	hc.Formats = map[string]huma.Format{"application/json": checkedJSON(), "json": checkedJSON()}
 	// chi, not net/http's mux: the Kosli paths need static segments to win over parameters
 	// (/artifacts/{org}/{flow}/fingerprint/{fp} beside /artifacts/{org}/{flow}/{fp}/latest_commit).
 	a.huma = humachi.New(a.mux, hc)
+	a.huma.UseMiddleware(checkParams) // before authorize, which looks the organization up by name
 	a.huma.UseMiddleware(a.authorize)
 
 	a.registerFlows()
@@ -377,6 +379,9 @@ func (a *API) flowAndTrail(ctx context.Context, p *Principal, flowName, trailNam
 
 // parseTemplate validates a template file and words its problems as the hosted service does.
 func parseTemplate(field string, content []byte) (*template.Template, error) {
+	if msg := textPartProblem(content); msg != "" {
+		return nil, fieldError(field, "%s", msg)
+	}
 	t, err := template.Parse(content)
 	var ve *template.ValidationError
 	if errors.As(err, &ve) {

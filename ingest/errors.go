@@ -38,6 +38,9 @@ func fieldError(field, format string, args ...any) *Error {
 
 // patternError words a pattern mismatch as the hosted service does.
 func patternError(pattern string, value any) string {
+	if s, ok := value.(string); ok {
+		value = echo(s)
+	}
 	return fmt.Sprintf("String should match pattern '%s' [input: %v]", pattern, value)
 }
 
@@ -91,8 +94,20 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		field = "body"
 	}
 	msg := d.Message
+	if d.Location == "body" && msg == errBodyText.Error() {
+		body, _ := d.Value.(string) // Huma gives the body as the value of a body it could not decode
+		e := textError("body", []byte(body))
+		for f, m := range e.Errors {
+			return f, m
+		}
+	}
 	if pat, ok := strings.CutPrefix(msg, "expected string to match pattern "); ok {
 		msg = patternError(pat, d.Value)
+	}
+	var limit int
+	if _, err := fmt.Sscanf(msg, "expected length <= %d", &limit); err == nil {
+		s, _ := d.Value.(string)
+		msg = fmt.Sprintf("String should have at most %d characters [input: %s]", limit, echo(s))
 	}
 	if msg == "unexpected property" { // a property an object does not allow, in the hosted service's words
 		msg = "Extra inputs are not permitted"

@@ -120,7 +120,7 @@ var pluginNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 // is reported at once, named by its field.
 func (a *API) notificationRule(ctx context.Context, p *Principal, b EnvironmentNotificationInput) (*contract.NotificationRule, error) {
 	c := checker{}
-	c.required("name", b.Name)
+	c.name("name", b.Name, nil, "")
 	if len(b.Environments) == 0 {
 		c["environments"] = "List should have at least 1 item"
 	}
