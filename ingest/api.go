@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -47,6 +49,11 @@ type Config struct {
 	ConsistencyPoll time.Duration
 	// Limits sheds load; the zero value limits nothing.
 	Limits Limits
+	// AllowPrivateTargets accepts webhook and chat targets at loopback, private and link-local
+	// addresses when rules are written. The notify tier's setting of the same name
+	// (--notify-allow-private) decides whether they are delivered to; the composition root passes
+	// it here.
+	AllowPrivateTargets bool
 }
 
 // Defaults fills unset fields.
@@ -81,6 +88,13 @@ type Deps struct {
 	// API.Evaluated); asserts are then answered from memory while what they depend on stands
 	// still. Nil when the evaluator runs elsewhere: every assert reads the store.
 	Changes *Changes
+	// Resolver resolves the host names of notification targets; nil is net.DefaultResolver.
+	Resolver Resolver
+}
+
+// Resolver resolves host names; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // API is the HTTP API.
@@ -111,6 +125,7 @@ type API struct {
 	identities store.IdentityStore
 	clock      func() time.Time
 	limits     *limiter
+	resolver   Resolver
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -124,9 +139,12 @@ func New(cfg Config, d Deps) *API {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Resolver == nil {
+		d.Resolver = net.DefaultResolver
+	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
 		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
-		notifications: d.Notifications}
+		notifications: d.Notifications, resolver: d.Resolver}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies

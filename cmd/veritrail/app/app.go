@@ -43,7 +43,10 @@ type Config struct {
 	// Postgres is the store of the distributed mode.
 	Postgres string
 	Kafka    kafkabus.Config
-	Ingest   ingest.Config
+	// Ingest is the ingest tier's section; its AllowPrivateTargets is set from
+	// Notify.Notifiers.AllowPrivate, so that a rule is refused when written exactly when its
+	// target would be refused when delivered to.
+	Ingest ingest.Config
 	// Relay tunes the evaluate tier's relay of notification triggers to the bus.
 	Relay  evaluate.RelayConfig
 	Notify NotifyConfig
@@ -53,6 +56,16 @@ type Config struct {
 	Log            *slog.Logger
 	// Now is the clock of key expiry and rate limits; nil means time.Now. Tests move it.
 	Now func() time.Time
+	// Resolver resolves notification targets' host names when rules are written; nil is the
+	// system's. Tests give one that needs no DNS.
+	Resolver ingest.Resolver
+}
+
+// ingestConfig is the ingest tier's section with the settings it shares with other tiers.
+func (cfg Config) ingestConfig() ingest.Config {
+	c := cfg.Ingest
+	c.AllowPrivateTargets = cfg.Notify.Notifiers.AllowPrivate
+	return c
 }
 
 // Running is a started process: its API (when it serves one) and how to stop it.
@@ -139,8 +152,8 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, true, os.Stdout); err != nil {
 		return fail(err)
 	}
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
-		Changes: ingest.NewChanges()})
+	api := ingest.New(cfg.ingestConfig(), ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
+		Notifications: st, Changes: ingest.NewChanges(), Resolver: cfg.Resolver})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
 		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
@@ -188,8 +201,8 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	// while nothing they depend on was announced.
 	changes := ingest.NewAnnouncedChanges()
 	go st.ListenChanges(ctx, changes, log)
-	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
-		Notifications: st, Changes: changes})
+	api := ingest.New(cfg.ingestConfig(), ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
+		Notifications: st, Changes: changes, Resolver: cfg.Resolver})
 	r.API = api
 	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
 		return fail(err)

@@ -2,8 +2,12 @@ package app
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"net/url"
 	"strings"
@@ -209,4 +213,63 @@ func TestInputRules(t *testing.T) {
 			t.Fatalf("refused requests left attestations behind: %s", tr["compliance_status"])
 		}
 	})
+}
+
+// fakeResolver resolves names from a table, without DNS; other names do not resolve.
+type fakeResolver map[string][]netip.Addr
+
+func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if addrs, ok := f[host]; ok {
+		return addrs, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// TestNotificationTargetAddresses: a webhook or chat target at an address the notify tier would refuse
+// to deliver to is refused when the rule is created or updated, unless --notify-allow-private is on,
+// which reaches ingest from the notify section of the configuration.
+func TestNotificationTargetAddresses(t *testing.T) {
+	private := []string{"http://10.0.0.1/hook", "http://127.0.0.1:9/hook", "http://169.254.169.254/latest/meta-data/",
+		"http://[::1]:8080/hook", "https://internal.example/hook"}
+	resolver := fakeResolver{"internal.example": {netip.MustParseAddr("10.0.0.1")},
+		"hooks.example.com": {netip.MustParseAddr("93.184.216.34")}}
+	rule := func(typ, url string) map[string]any {
+		return map[string]any{"name": "watch", "environments": []string{"prod"}, "triggers": []string{"ON_STARTED_ARTIFACT"},
+			"targets": []map[string]any{{"type": "EMAIL", "emails": []string{"ops@example.com"}}, {"type": typ, "webhook": url}}}
+	}
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow-private=%v", allow), func(t *testing.T) {
+			forEachModeWith(t, func(c *Config) {
+				c.Notify.Notifiers.AllowPrivate = allow
+				c.Resolver = resolver
+			}, func(t *testing.T, e env) {
+				k := e.k
+				k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "K8S"}).want(t, http.StatusCreated)
+				created := createRule(t, k, rule("WEBHOOK", "https://hooks.example.com/veritrail"))
+				number := created["number"]
+				for _, typ := range []string{"WEBHOOK", "SLACK", "MS_TEAMS"} {
+					for _, u := range private {
+						create := k.send(http.MethodPost, notificationsPath, rule(typ, u))
+						update := k.send(http.MethodPut, fmt.Sprintf("%s/%v", notificationsPath, number), rule(typ, u))
+						if allow {
+							create.want(t, http.StatusCreated)
+							update.want(t, http.StatusOK)
+							continue
+						}
+						wantError(t, create, http.StatusBadRequest, "Input payload validation failed", "targets[1].webhook")
+						wantError(t, update, http.StatusBadRequest, "Input payload validation failed", "targets[1].webhook")
+					}
+				}
+				// A plugin guards its own connections: its URL is not checked here.
+				createRule(t, k, map[string]any{"name": "pager", "environments": []string{"prod"}, "triggers": []string{"ON_STARTED_ARTIFACT"},
+					"targets": []map[string]any{{"type": "PLUGIN", "plugin": "pager", "webhook": "http://10.0.0.1/incidents"}}})
+				if !allow {
+					got := getRule(t, k, number)
+					if u := got["targets"].([]any)[1].(map[string]any)["webhook"]; u != "https://hooks.example.com/veritrail" {
+						t.Fatalf("a refused update changed the rule: target %v", u)
+					}
+				}
+			})
+		})
+	}
 }
