@@ -97,3 +97,34 @@ func FuzzBadString(f *testing.F) {
 		}
 	})
 }
+
+// TestOpenAPINameRules: the Huma-described names carry the patterns and lengths the handlers
+// check, so the description and the checks cannot drift apart.
+func TestOpenAPINameRules(t *testing.T) {
+	schemas := New(Config{}, Deps{}).OpenAPI().Components.Schemas.Map()
+	for _, tc := range []struct {
+		schema, prop, pattern string
+		max                   int
+	}{
+		{"CreateEnvironmentPutInput", "name", envNamePattern, maxNameLen},
+		{"EnvRenameInputBody", "new_name", envNamePattern, maxNameLen},
+		{"LegacyInputBody", "name", flowNamePattern, maxNameLen},
+		{"FlowRenameInputBody", "new_name", flowNamePattern, maxNameLen},
+		{"ControlPostInput", "identifier", controlIDPattern, maxNameLen},
+		{"ControlPostInput", "name", "", maxNameLen},
+		{"ControlPutInput", "name", "", maxNameLen},
+		{"OverrideInputBody", "attestation_name", "", maxNameLen},
+		{"ArtifactReport", "trail_name", "", maxNameLen},
+		{"ArtifactReport", "template_reference_name", "", maxNameLen},
+	} {
+		s, ok := schemas[tc.schema]
+		if !ok || s.Properties[tc.prop] == nil {
+			t.Errorf("no %s.%s in the description", tc.schema, tc.prop)
+			continue
+		}
+		p := s.Properties[tc.prop]
+		if p.Pattern != tc.pattern || p.MaxLength == nil || *p.MaxLength != tc.max {
+			t.Errorf("%s.%s: pattern %q, maxLength %v; want %q, %d", tc.schema, tc.prop, p.Pattern, p.MaxLength, tc.pattern, tc.max)
+		}
+	}
+}
