@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -52,6 +54,11 @@ type Config struct {
 	// ReadyTimeout is how long it waits for one (default 2 s).
 	ReadyCache   time.Duration
 	ReadyTimeout time.Duration
+	// AllowPrivateTargets accepts webhook and chat targets at loopback, private and link-local
+	// addresses when rules are written. The notify tier's setting of the same name
+	// (--notify-allow-private) decides whether they are delivered to; the composition root passes
+	// it here.
+	AllowPrivateTargets bool
 }
 
 // Defaults fills unset fields.
@@ -98,6 +105,13 @@ type Deps struct {
 	// database) from one that cannot: the first is a 503 with Retry-After, the second a 500. Nil
 	// makes every store error a 500.
 	Classify func(error) store.ErrorClass
+	// Resolver resolves the host names of notification targets; nil is net.DefaultResolver.
+	Resolver Resolver
+}
+
+// Resolver resolves host names; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // API is the HTTP API.
@@ -130,6 +144,7 @@ type API struct {
 	limits     *limiter
 	ready      *readiness
 	classify   func(error) store.ErrorClass
+	resolver   Resolver
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -143,9 +158,13 @@ func New(cfg Config, d Deps) *API {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Resolver == nil {
+		d.Resolver = net.DefaultResolver
+	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
 		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
-		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify}
+		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
+		resolver: d.Resolver}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
@@ -168,9 +187,11 @@ func New(cfg Config, d Deps) *API {
 		"basic":  {Type: "http", Scheme: "basic", Description: "Legacy: the API key as user name, any password"},
 	}
 	hc.CreateHooks = nil // no $schema links in responses: the CLI compares bodies
+	hc.Formats = map[string]huma.Format{"application/json": checkedJSON(), "json": checkedJSON()}
 	// chi, not net/http's mux: the Kosli paths need static segments to win over parameters
 	// (/artifacts/{org}/{flow}/fingerprint/{fp} beside /artifacts/{org}/{flow}/{fp}/latest_commit).
 	a.huma = humachi.New(a.mux, hc)
+	a.huma.UseMiddleware(checkParams) // before authorize, which looks the organization up by name
 	a.huma.UseMiddleware(a.authorize)
 
 	a.registerFlows()
@@ -407,6 +428,9 @@ func (a *API) flowAndTrail(ctx context.Context, p *Principal, flowName, trailNam
 
 // parseTemplate validates a template file and words its problems as the hosted service does.
 func parseTemplate(field string, content []byte) (*template.Template, error) {
+	if msg := textPartProblem(content); msg != "" {
+		return nil, fieldError(field, "%s", msg)
+	}
 	t, err := template.Parse(content)
 	var ve *template.ValidationError
 	if errors.As(err, &ve) {

@@ -20,8 +20,8 @@ type ArtifactReport struct {
 	Filename              string            `json:"filename" minLength:"1"`
 	BuildURL              string            `json:"build_url"`
 	CommitURL             string            `json:"commit_url"`
-	TrailName             *string           `json:"trail_name,omitempty" required:"false" nullable:"true"`
-	TemplateReferenceName *string           `json:"template_reference_name,omitempty" required:"false" nullable:"true"`
+	TrailName             *string           `json:"trail_name,omitempty" required:"false" nullable:"true" maxLength:"256"`
+	TemplateReferenceName *string           `json:"template_reference_name,omitempty" required:"false" nullable:"true" maxLength:"256"`
 	Description           *string           `json:"description,omitempty" required:"false" nullable:"true"`
 	GitCommit             *string           `json:"git_commit,omitempty" required:"false" nullable:"true"`
 	GitCommitInfo         json.RawMessage   `json:"git_commit_info,omitempty" required:"false"`
@@ -50,8 +50,8 @@ func (a *API) registerArtifacts() {
 		p := principalFrom(ctx)
 		b := in.Body
 		c := checker{}
-		c.matchOptional("trail_name", b.TrailName, trailNameRE, trailNamePattern)
-		c.matchOptional("template_reference_name", b.TemplateReferenceName, templateRefRE, templateRefPattern)
+		c.optionalName("trail_name", b.TrailName, trailNameRE, trailNamePattern)
+		c.optionalName("template_reference_name", b.TemplateReferenceName, templateRefRE, templateRefPattern)
 		c.matchOptional("git_commit", b.GitCommit, gitCommitRE, gitCommitPattern)
 		checkCommitInfo(c, "git_commit_info", b.GitCommitInfo)
 		checkObject(c, "repo_info", b.RepoInfo)

@@ -77,7 +77,7 @@ func (a *API) registerAttestations() {
 	type overrideInput struct {
 		TrailPath
 		Body struct {
-			AttestationName         string          `json:"attestation_name"`
+			AttestationName         string          `json:"attestation_name" maxLength:"256"`
 			Reason                  string          `json:"reason"`
 			NewComplianceStatus     any             `json:"new_compliance_status" doc:"COMPLIANT or NON-COMPLIANT (or a boolean)"`
 			OriginalAttestationType string          `json:"original_attestation_type,omitempty" required:"false"`
@@ -93,7 +93,8 @@ func (a *API) registerAttestations() {
 		p := principalFrom(ctx)
 		b := in.Body
 		c := checker{}
-		c.required("attestation_name", b.AttestationName)
+		c.name("attestation_name", b.AttestationName, nil, "")
+		checkTargets(c, b.TargetArtifacts)
 		c.required("reason", b.Reason)
 		compliant, ok := parseComplianceStatus(b.NewComplianceStatus)
 		if !ok {
@@ -255,6 +256,13 @@ func splitAttestationName(name string, targets []string) (string, string) {
 	return name, ""
 }
 
+// checkTargets checks the names of target_artifacts, which name artifacts of the template.
+func checkTargets(c checker, targets []string) {
+	for i := range targets {
+		c.optionalName(fmt.Sprintf("target_artifacts[%d]", i), &targets[i], nil, "")
+	}
+}
+
 func parseComplianceStatus(v any) (bool, bool) {
 	switch x := v.(type) {
 	case bool:
@@ -291,7 +299,8 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	}
 	name, target := splitAttestationName(common.AttestationName, common.TargetArtifacts)
 	c := checker{}
-	c.required("attestation_name", name)
+	c.name("attestation_name", common.AttestationName, nil, "")
+	checkTargets(c, common.TargetArtifacts)
 	if common.ArtifactFingerprint != "" {
 		c.match("artifact_fingerprint", common.ArtifactFingerprint, fingerprintRE, fingerprintPattern)
 	}

@@ -14,15 +14,28 @@ var commonKeys = [...]string{
 
 // decodeAttestationData decodes an attestation's data_json in one pass over its bytes: its
 // values as raw JSON, and the common fields from those values. Decoding the whole body into
-// AttestationCommon as well was a second pass over every byte of user_data. The result and every error are what decoding raw into
-// AttestationCommon and into the map would give: whenever this path could differ (a key that
+// AttestationCommon as well was a second pass over every byte of user_data. Apart from the text
+// rules below, the result and every error are what decoding raw into AttestationCommon and
+// into the map would give: whenever this path could differ (a key that
 // matches a common field only regardless of case, as encoding/json matches keys, or any
 // error), it decodes the whole body into AttestationCommon instead.
+//
+// The text rules (jsonTextOK) come first for any document that is JSON: a string the store
+// cannot hold is a 400 naming it. They are checked on the whole body, with two vectorized scans
+// (about 40 ns a kilobyte here), and not folded into the split's pass over each string, which
+// cost up to 0.8 us a body of many small strings.
 func decodeAttestationData(raw []byte) (AttestationCommon, map[string]json.RawMessage, error) {
 	var common AttestationCommon
 	fields, ok := splitObject(raw)
+	if ok && !jsonTextOK(raw) {
+		return common, nil, textError("data_json", raw)
+	}
 	if !ok {
-		if err := decodeJSONPart("data_json", raw, &fields); err != nil {
+		err := decodeJSONPart("data_json", raw, &fields)
+		if (err == nil || json.Valid(raw)) && !jsonTextOK(raw) {
+			return common, nil, textError("data_json", raw)
+		}
+		if err != nil {
 			if cerr := decodeJSONPart("data_json", raw, &common); cerr != nil {
 				return common, nil, cerr // the error the body always got
 			}

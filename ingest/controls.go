@@ -14,14 +14,14 @@ import (
 
 // ControlPostInput creates a control (the Kosli CLI's contract check reads this component).
 type ControlPostInput struct {
-	Identifier  string `json:"identifier" doc:"unique in the organization; decisions and policies name the control by it"`
-	Name        string `json:"name"`
+	Identifier  string `json:"identifier" pattern:"^[a-zA-Z0-9\\-._~]+$" maxLength:"256" doc:"unique in the organization; decisions and policies name the control by it"`
+	Name        string `json:"name" maxLength:"256"`
 	Description string `json:"description,omitempty" required:"false"`
 }
 
 // ControlPutInput makes a new version of a control; an absent field keeps its value.
 type ControlPutInput struct {
-	Name        *string `json:"name,omitempty" required:"false"`
+	Name        *string `json:"name,omitempty" required:"false" maxLength:"256"`
 	Description *string `json:"description,omitempty" required:"false" doc:"an empty string clears it"`
 }
 
@@ -97,10 +97,8 @@ func (a *API) registerControls() {
 		p := principalFrom(ctx)
 		b := in.Body
 		c := checker{}
-		if c.required("identifier", b.Identifier) {
-			c.match("identifier", b.Identifier, typeNameRE, typeNamePattern)
-		}
-		c.required("name", b.Name)
+		c.name("identifier", b.Identifier, controlIDRE, controlIDPattern)
+		c.name("name", b.Name, nil, "")
 		if err := c.err(); err != nil {
 			return nil, err
 		}
@@ -129,6 +127,11 @@ func (a *API) registerControls() {
 			p := principalFrom(ctx)
 			if in.Body.Name != nil && *in.Body.Name == "" {
 				return nil, fieldError("name", "Name cannot be empty")
+			}
+			c := checker{}
+			c.optionalName("name", in.Body.Name, nil, "")
+			if err := c.err(); err != nil {
+				return nil, err
 			}
 			if _, err := a.controlByID(ctx, p, in.Control); err != nil {
 				return nil, err

@@ -76,9 +76,7 @@ func (a *API) registerCustomTypes() {
 			return nil, err
 		}
 		c := checker{}
-		if c.required("name", body.Name) {
-			c.match("name", body.Name, typeNameRE, typeNamePattern)
-		}
+		c.name("name", body.Name, typeNameRE, typeNamePattern)
 		var rules []string
 		if body.Evaluator != nil {
 			if body.Evaluator.ContentType != "" && body.Evaluator.ContentType != "jq" {
@@ -89,6 +87,8 @@ func (a *API) registerCustomTypes() {
 		schema, ok := f.part("type_schema")
 		if !ok || len(strings.TrimSpace(string(schema))) == 0 {
 			c["type_schema"] = "Field required"
+		} else if msg := textPartProblem(schema); msg != "" {
+			c["type_schema"] = msg
 		}
 		if err := c.err(); err != nil {
 			return nil, err

@@ -18,10 +18,6 @@ import (
 // environmentTypes are the environment kinds; all but logical take snapshot reports.
 var environmentTypes = []string{"K8S", "ECS", "S3", "lambda", "server", "docker", "azure-apps", "cloud-run", "logical"}
 
-const envNamePattern = `^[a-zA-Z0-9][a-zA-Z0-9\.\-_~]*$`
-
-var envNameRE = flowNameRE
-
 // EnvPath names an environment.
 type EnvPath struct {
 	Org string `path:"org"`
@@ -31,7 +27,7 @@ type EnvPath struct {
 // CreateEnvironmentPutInput is the body of create environment (named as the CLI's contract
 // check expects in the OpenAPI).
 type CreateEnvironmentPutInput struct {
-	Name                 string   `json:"name"`
+	Name                 string   `json:"name" pattern:"^[a-zA-Z0-9][a-zA-Z0-9\\.\\-_]*$" maxLength:"256"`
 	Type                 string   `json:"type" enum:"K8S,ECS,S3,lambda,server,docker,azure-apps,cloud-run,logical"`
 	Description          string   `json:"description,omitempty" required:"false"`
 	IncludeScaling       bool     `json:"include_scaling,omitempty" required:"false"`
@@ -114,9 +110,7 @@ func (a *API) registerEnvironments() {
 		p := principalFrom(ctx)
 		b := in.Body
 		c := checker{}
-		if c.required("name", b.Name) {
-			c.match("name", b.Name, envNameRE, envNamePattern)
-		}
+		c.name("name", b.Name, envNameRE, envNamePattern)
 		if b.Type != "logical" && len(b.IncludedEnvironments) > 0 {
 			c["included_environments"] = "Only a logical environment includes other environments"
 		}
@@ -219,21 +213,19 @@ func (a *API) registerEnvironments() {
 			})
 		})
 
-	type renameInput struct {
+	type envRenameInput struct {
 		EnvPath
 		Body struct {
-			NewName string `json:"new_name"`
+			NewName string `json:"new_name" pattern:"^[a-zA-Z0-9][a-zA-Z0-9\\.\\-_]*$" maxLength:"256"`
 		}
 	}
 	huma.Register(a.huma, op(http.MethodPut, "/environments/{org}/{env}/rename", "renameEnvironment", PrivWrite, "Rename an environment", "Environments"),
-		func(ctx context.Context, in *renameInput) (*stringOutput, error) {
+		func(ctx context.Context, in *envRenameInput) (*stringOutput, error) {
 			p := principalFrom(ctx)
 			return a.changeEnvironment(ctx, in.Env, "renamed", func(c *contract.EnvironmentChange) error {
 				n := in.Body.NewName
 				ck := checker{}
-				if ck.required("new_name", n) {
-					ck.match("new_name", n, envNameRE, envNamePattern)
-				}
+				ck.name("new_name", n, envNameRE, envNamePattern)
 				if err := ck.err(); err != nil {
 					return err
 				}

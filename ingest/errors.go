@@ -12,12 +12,13 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 )
 
-// Error is every error body the API writes: {"message": ..., "errors": {field: text} | null},
-// the shape the Kosli CLI prints.
+// Error is every error body the API writes: {"message": ..., "errors": {field: text}}, the shape
+// the Kosli CLI prints. errors is there only for validation failures: the CLI prints the value
+// of a present "errors" key, so an "errors": null would end every message with ": <nil>".
 type Error struct {
 	Status  int               `json:"-"`
 	Message string            `json:"message"`
-	Errors  map[string]string `json:"errors"`
+	Errors  map[string]string `json:"errors,omitempty"`
 	// RetryAfter is the Retry-After header in seconds. A 429 or a 503 always carries one (1 when
 	// left at 0): the CLI waits that long before it retries, and without it retries at once.
 	RetryAfter int `json:"-"`
@@ -69,6 +70,9 @@ func fieldError(field, format string, args ...any) *Error {
 
 // patternError words a pattern mismatch as the hosted service does.
 func patternError(pattern string, value any) string {
+	if s, ok := value.(string); ok {
+		value = echo(s)
+	}
 	return fmt.Sprintf("String should match pattern '%s' [input: %v]", pattern, value)
 }
 
@@ -126,8 +130,20 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		field = "body"
 	}
 	msg := d.Message
+	if d.Location == "body" && msg == errBodyText.Error() {
+		body, _ := d.Value.(string) // Huma gives the body as the value of a body it could not decode
+		e := textError("body", []byte(body))
+		for f, m := range e.Errors {
+			return f, m
+		}
+	}
 	if pat, ok := strings.CutPrefix(msg, "expected string to match pattern "); ok {
 		msg = patternError(pat, d.Value)
+	}
+	var limit int
+	if _, err := fmt.Sscanf(msg, "expected length <= %d", &limit); err == nil {
+		s, _ := d.Value.(string)
+		msg = fmt.Sprintf("String should have at most %d characters [input: %s]", limit, echo(s))
 	}
 	if msg == "unexpected property" { // a property an object does not allow, in the hosted service's words
 		msg = "Extra inputs are not permitted"

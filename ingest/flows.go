@@ -53,7 +53,7 @@ type FlowPath struct {
 
 // FlowInput is the data_json of create flow.
 type FlowInput struct {
-	Name        string  `json:"name"`
+	Name        string  `json:"name" pattern:"^[a-zA-Z0-9][a-zA-Z0-9\\.\\-_~]*$" maxLength:"256"`
 	Description string  `json:"description"`
 	Visibility  *string `json:"visibility,omitempty"`
 }
@@ -137,19 +137,17 @@ func (a *API) registerFlows() {
 			return &listOutput{Body: map[string]any{"data": views, "pagination": pagination(total, pg)}}, nil
 		})
 
-	type renameInput struct {
+	type flowRenameInput struct {
 		FlowPath
 		Body struct {
-			NewName string `json:"new_name"`
+			NewName string `json:"new_name" pattern:"^[a-zA-Z0-9][a-zA-Z0-9\\.\\-_~]*$" maxLength:"256"`
 		}
 	}
 	huma.Register(a.huma, op(http.MethodPut, "/flows/{org}/{flow}/rename", "renameFlow", PrivWrite, "Rename a flow", "Flows"),
-		func(ctx context.Context, in *renameInput) (*stringOutput, error) {
+		func(ctx context.Context, in *flowRenameInput) (*stringOutput, error) {
 			p := principalFrom(ctx)
 			c := checker{}
-			if c.required("new_name", in.Body.NewName) {
-				c.match("new_name", in.Body.NewName, flowNameRE, flowNamePattern)
-			}
+			c.name("new_name", in.Body.NewName, flowNameRE, flowNamePattern)
 			if err := c.err(); err != nil {
 				return nil, err
 			}
@@ -183,9 +181,7 @@ func (a *API) registerFlows() {
 
 func (a *API) upsertFlow(ctx context.Context, p *Principal, in FlowInput, tmplFile []byte) (*stringOutput, error) {
 	c := checker{}
-	if c.required("name", in.Name) {
-		c.match("name", in.Name, flowNameRE, flowNamePattern)
-	}
+	c.name("name", in.Name, flowNameRE, flowNamePattern)
 	visibility := "private"
 	if in.Visibility != nil && *in.Visibility != "" {
 		visibility = *in.Visibility

@@ -3,10 +3,13 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"mime/multipart"
 	"net/http"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzParseForm: any body and content type either parses within the limits or is a 4xx
@@ -49,7 +52,8 @@ func FuzzParseForm(f *testing.F) {
 }
 
 // FuzzDataJSON: any data_json for the kinds judged without the store is accepted or refused
-// with a 4xx; never a panic or a 5xx.
+// with a 4xx, as attest decodes and judges it; never a panic or a 5xx, and never accepted with a
+// string the store cannot hold (bytes that are not UTF-8, or a NUL, in a key or a value).
 func FuzzDataJSON(f *testing.F) {
 	seeds := []string{
 		`{"attestation_name": "a", "is_compliant": false}`,
@@ -60,6 +64,10 @@ func FuzzDataJSON(f *testing.F) {
 		`{"attestation_name": "a", "git_provider": "bitbucket", "pull_requests": [{"url": "u", "commits": [{"verified": true}]}]}`,
 		`{"attestation_name": "a", "type_name": "decision", "control": "C", "attestation_data": {"is_compliant": true}}`,
 		`null`, `[]`, `{"junit_results": "x"}`,
+		`{"attestation_name": "nul\u0000name"}`, `{"attestation_name": "a", "user_data": {"k\u0000": [1, "\u0000"]}}`,
+		`{"attestation_name": "a", "d": "\\u0000 is text"}`, `{"attestation\u005fname": "a", "x": "\u0000"}`,
+		"{\"attestation_name\": \"a\", \"user_data\": \"\xff\xfe\"}", "{\"attestation_name\": \"\xc3\"}",
+		"{\"attestation_name\": \"a\", \"junit_results\": [{\"name\": \"\xed\xa0\x80\", \"failures\": 0}]}",
 	}
 	kinds := []string{"generic", "junit", "snyk", "sonar", "jira", "pull_request", "system"}
 	for i, s := range seeds {
@@ -69,8 +77,17 @@ func FuzzDataJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k uint8, raw []byte) {
 		kind := kinds[int(k)%len(kinds)]
 		att := attestation{data: map[string]any{}}
-		err := a.judge(context.Background(), nil, kind, raw, &att)
+		_, fields, err := decodeAttestationData(raw)
 		if err == nil {
+			for k, v := range fields {
+				att.data[k] = v
+			}
+			err = a.judge(context.Background(), nil, kind, raw, &att)
+		}
+		if err == nil {
+			if !storable(raw) {
+				t.Fatalf("%s: %q was accepted", kind, raw)
+			}
 			return
 		}
 		var e *Error
@@ -78,4 +95,39 @@ func FuzzDataJSON(f *testing.F) {
 			t.Fatalf("%s: %v is not a 4xx error body", kind, err)
 		}
 	})
+}
+
+// storable reports whether every key and string of the JSON document raw is UTF-8 without a NUL,
+// by decoding it, independently of the text rules' scan of the raw bytes.
+func storable(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return true // nothing the decoder accepted
+	}
+	var ok func(any) bool
+	ok = func(v any) bool {
+		switch x := v.(type) {
+		case string:
+			return !strings.ContainsRune(x, 0)
+		case []any:
+			for _, e := range x {
+				if !ok(e) {
+					return false
+				}
+			}
+		case map[string]any:
+			for k, e := range x {
+				if strings.ContainsRune(k, 0) || !ok(e) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return ok(v)
 }

@@ -39,6 +39,8 @@ func (f *form) part(name string) ([]byte, bool) {
 
 // parseForm reads a multipart body, enforcing the size limit of each part: fileParts may be
 // up to maxFile bytes, every other part up to maxPart. A part over its limit is a 413 naming it.
+// Every part of the API is single-valued: a part given twice (as a field or a file) is a 400
+// naming it, not a silent choice of one, and so is a file name that is not a fit name.
 func parseForm(contentType string, body []byte, fileParts []string, maxFile, maxPart int64) (*form, error) {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
@@ -62,6 +64,17 @@ func parseForm(contentType string, body []byte, fileParts []string, maxFile, max
 		if name == "" {
 			continue
 		}
+		if _, dup := f.values[name]; dup {
+			return nil, repeatedPart(name)
+		}
+		if _, dup := f.files[name]; dup {
+			return nil, repeatedPart(name)
+		}
+		if fn := p.FileName(); fn != "" {
+			if msg := nameProblem(fn, maxNameLen); msg != "" {
+				return nil, fieldError(name, "File name: %s", msg)
+			}
+		}
 		limit := maxPart
 		if isFile[name] {
 			limit = maxFile
@@ -83,6 +96,10 @@ func parseForm(contentType string, body []byte, fileParts []string, maxFile, max
 	}
 }
 
+func repeatedPart(name string) *Error {
+	return fieldError(name, "Part given more than once; send one part named '%s'", name)
+}
+
 // readForm parses a multipart body whose file part (if any) may be up to fileLimit bytes,
 // and decodes its required JSON part into v.
 func readForm(contentType string, body []byte, jsonPart string, v any, file string, fileLimit, partLimit int64) (*form, error) {
@@ -94,13 +111,25 @@ func readForm(contentType string, body []byte, jsonPart string, v any, file stri
 	if !ok {
 		return nil, fieldError(jsonPart, "Field required")
 	}
-	if err := decodeJSONPart(jsonPart, raw, v); err != nil {
+	if err := decodeJSONDoc(jsonPart, raw, v); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// decodeJSONPart decodes a JSON part into v, rejecting unknown types and trailing data.
+// decodeJSONDoc is decodeJSONPart for a document the request gives whole (a part, not a value
+// of one): a string that breaks the text rules (jsonTextOK) is a 400 naming it, before any type
+// error.
+func decodeJSONDoc(name string, b []byte, v any) error {
+	err := decodeJSONPart(name, b, v)
+	if (err == nil || json.Valid(b)) && !jsonTextOK(b) {
+		return textError(name, b)
+	}
+	return err
+}
+
+// decodeJSONPart decodes a JSON part into v, rejecting unknown types and trailing data. It
+// does not apply the text rules: decodeJSONDoc does.
 func decodeJSONPart(name string, b []byte, v any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return fieldError(name, "Field required")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/mail"
+	"net/netip"
 	"regexp"
 	"slices"
 	"time"
@@ -120,7 +121,7 @@ var pluginNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 // is reported at once, named by its field.
 func (a *API) notificationRule(ctx context.Context, p *Principal, b EnvironmentNotificationInput) (*contract.NotificationRule, error) {
 	c := checker{}
-	c.required("name", b.Name)
+	c.name("name", b.Name, nil, "")
 	if len(b.Environments) == 0 {
 		c["environments"] = "List should have at least 1 item"
 	}
@@ -146,7 +147,13 @@ func (a *API) notificationRule(ctx context.Context, p *Principal, b EnvironmentN
 	rule := &contract.NotificationRule{Name: b.Name, Environments: dedupe(b.Environments), Triggers: dedupe(b.Triggers)}
 	ids := map[string]int{}
 	for i, t := range b.Targets {
-		target := checkTarget(c, fmt.Sprintf("targets[%d]", i), t)
+		field := fmt.Sprintf("targets[%d]", i)
+		target := checkTarget(c, field, t)
+		if _, bad := c[field+".webhook"]; !bad && (t.Type == "WEBHOOK" || t.Type == "SLACK" || t.Type == "MS_TEAMS") {
+			if msg := a.targetAddressProblem(ctx, t.Webhook); msg != "" {
+				c[field+".webhook"] = msg
+			}
+		}
 		if prev, dup := ids[target.ID]; dup {
 			c[fmt.Sprintf("targets[%d]", i)] = fmt.Sprintf("The same target as targets[%d]", prev)
 		}
@@ -204,6 +211,45 @@ func checkTarget(c checker, field string, t NotificationTargetInput) contract.No
 	}
 	return contract.NotificationTarget{ID: targetID(t), Type: t.Type, URL: t.Webhook, Secret: t.Secret, Emails: t.Emails,
 		Plugin: t.Plugin, Context: t.Context}
+}
+
+// targetResolveTimeout bounds the name resolution of one target when a rule is written.
+const targetResolveTimeout = 2 * time.Second
+
+// targetAddressProblem refuses, unless private targets are allowed, a webhook or chat URL the
+// notify tier would refuse to connect to: a literal address that is not public (safehttp.Public)
+// or a host name whose every address is not. A name that does not resolve now is accepted (DNS
+// may be down for a moment, or the name may be created later): the dialler checks every address
+// again at delivery, where DNS rebinding cannot pass. Plugins are not checked here; they
+// configure their own guard.
+func (a *API) targetAddressProblem(ctx context.Context, raw string) string {
+	if a.cfg.AllowPrivateTargets {
+		return ""
+	}
+	u, err := safehttp.ParseURL(raw)
+	if err != nil {
+		return "" // worded by checkTarget
+	}
+	host := u.Hostname()
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if !safehttp.Public(addr) {
+			return fmt.Sprintf("Input should be a URL of a public address; %s is not one (private targets are not allowed) [input: %s]", addr, echo(raw))
+		}
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, targetResolveTimeout)
+	defer cancel()
+	addrs, err := a.resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 {
+		return ""
+	}
+	for _, addr := range addrs {
+		if safehttp.Public(addr) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("Input should be a URL of a public address; %s resolves only to addresses that are not (%s; private targets are not allowed) [input: %s]",
+		host, addrs[0].Unmap(), echo(raw))
 }
 
 // targetID derives a target's ID from where it sends (its secret aside), so that a target kept

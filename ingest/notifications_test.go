@@ -1,6 +1,11 @@
 package ingest
 
-import "testing"
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+)
 
 // TestTargetID: a target keeps its ID (and so its outcomes and deduplication) while it sends to
 // the same place, whatever its secret; sending elsewhere makes it another target.
@@ -57,5 +62,59 @@ func TestCheckTarget(t *testing.T) {
 	checkTarget(c, "u", NotificationTargetInput{Type: "EMAIL", Emails: []string{"Ops <ops@example.com>"}})
 	if len(c) != 0 {
 		t.Errorf("valid targets refused: %v", c)
+	}
+}
+
+// fakeResolver resolves names from a table; any other name does not resolve.
+type fakeResolver map[string][]netip.Addr
+
+func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if addrs, ok := f[host]; ok {
+		return addrs, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// TestTargetAddresses: a webhook or chat target the notify tier would refuse to connect to is refused
+// when the rule is written, unless private targets are allowed; names are resolved by the resolver given.
+func TestTargetAddresses(t *testing.T) {
+	resolver := fakeResolver{
+		"internal.example":  {netip.MustParseAddr("10.0.0.1")},
+		"metadata.example":  {netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00::1")},
+		"mixed.example":     {netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("93.184.216.34")},
+		"hooks.example.com": {netip.MustParseAddr("93.184.216.34")},
+	}
+	refused := []string{
+		"http://10.0.0.1/hook",
+		"http://127.0.0.1:8080/hook",
+		"http://169.254.169.254/latest/meta-data/",
+		"http://[::1]:9000/x",
+		"https://[::ffff:192.168.1.1]/x",
+		"http://0.0.0.0/",
+		"http://[fe80::1%25eth0]/",
+		"https://internal.example/hook",
+		"https://metadata.example/",
+	}
+	accepted := []string{
+		"https://hooks.example.com/veritrail",
+		"https://mixed.example/hook", // a public address among them: the dialler refuses the others
+		"https://unresolvable.example/hook",
+		"https://93.184.216.34/hook",
+		"https://[2606:4700::1111]/hook",
+	}
+	guarded := New(Config{}, Deps{Resolver: resolver})
+	open := New(Config{AllowPrivateTargets: true}, Deps{Resolver: resolver})
+	for _, u := range refused {
+		if msg := guarded.targetAddressProblem(context.Background(), u); msg == "" {
+			t.Errorf("%s was accepted", u)
+		}
+		if msg := open.targetAddressProblem(context.Background(), u); msg != "" {
+			t.Errorf("%s was refused with private targets allowed: %s", u, msg)
+		}
+	}
+	for _, u := range accepted {
+		if msg := guarded.targetAddressProblem(context.Background(), u); msg != "" {
+			t.Errorf("%s was refused: %s", u, msg)
+		}
 	}
 }

@@ -48,10 +48,6 @@ type PolicyVersionView struct {
 	CreatedAt  float64 `json:"created_at"`
 }
 
-const policyNamePattern = envNamePattern
-
-var policyNameRE = envNameRE
-
 func (a *API) policyView(org string, p store.Policy, consumers []string) PolicyView {
 	latest := p.Latest()
 	v := PolicyView{Name: p.Name, Description: p.Description, Type: "env", CreatedBy: p.CreatedBy, CreatedAt: p.CreatedAt,
@@ -116,6 +112,9 @@ func (a *API) readPolicyFile(ctx context.Context, p *Principal, f *form, typ str
 	content, ok := f.part("policy_file")
 	if !ok || len(content) == 0 {
 		return policyFile{}, fieldError("policy_file", "Field required")
+	}
+	if msg := textPartProblem(content); msg != "" {
+		return policyFile{}, fieldError("policy_file", "%s", msg)
 	}
 	out := policyFile{format: store.PolicyYAML, content: string(content)}
 	if typ == "rego" || strings.HasSuffix(f.files["policy_file"].name, ".rego") {
@@ -253,7 +252,7 @@ func (a *API) putPolicy(ctx context.Context, contentType string, body []byte, na
 	raw, ok := f.part("payload")
 	switch {
 	case ok:
-		if err := decodeJSONPart("payload", raw, &payload); err != nil {
+		if err := decodeJSONDoc("payload", raw, &payload); err != nil {
 			return nil, err
 		}
 	case name == "":
@@ -262,14 +261,12 @@ func (a *API) putPolicy(ctx context.Context, contentType string, body []byte, na
 	c := checker{}
 	switch {
 	case name == "":
-		if c.required("name", payload.Name) {
-			c.match("name", payload.Name, policyNameRE, policyNamePattern)
-		}
+		c.name("name", payload.Name, policyNameRE, policyNamePattern)
 		name = payload.Name
 	case payload.Name != "" && payload.Name != name:
 		c["name"] = fmt.Sprintf("The payload names policy '%s' but the path names '%s'", payload.Name, name)
 	default:
-		c.match("name", name, policyNameRE, policyNamePattern)
+		c.name("name", name, policyNameRE, policyNamePattern)
 	}
 	checkPolicyType(c, payload.Type)
 	if err := c.err(); err != nil {

@@ -54,9 +54,7 @@ func (a *API) registerTrails() {
 			return nil, err
 		}
 		c := checker{}
-		if c.required("name", body.Name) {
-			c.match("name", body.Name, trailNameRE, trailNamePattern)
-		}
+		c.name("name", body.Name, trailNameRE, trailNamePattern)
 		checkCommitInfo(c, "git_commit_info", body.GitCommitInfo)
 		checkObject(c, "repo_info", body.RepoInfo)
 		checkObject(c, "external_urls", body.ExternalURLs)

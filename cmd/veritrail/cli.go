@@ -86,8 +86,11 @@ func registerFlags(fs *flag.FlagSet, cfg *app.Config, tier string) {
 		fs.StringVar(&cfg.Postgres, "postgres", env("postgres", ""), "PostgreSQL DSN, e.g. postgres://user@host:5432/veritrail")
 		cfg.Kafka.RegisterFlags(fs, "")
 	}
-	if tier == "serve" || tier == "notify" {
+	switch tier {
+	case "serve", "notify":
 		registerNotifyFlags(fs, &cfg.Notify)
+	case "ingest": // refuses rules whose targets notify would refuse
+		registerAllowPrivateFlag(fs, &cfg.Notify)
 	}
 	cfg.BootstrapOrg = env("bootstrap-org", "")
 	cfg.BootstrapToken = env("bootstrap-token", "")

@@ -16,9 +16,7 @@ func registerNotifyFlags(fs *flag.FlagSet, cfg *app.NotifyConfig) {
 		"YAML or JSON file of pinned notifier plugins and built-in settings (see docs/ARCHITECTURE.md)")
 	fs.StringVar(&n.PluginDir, "notify-plugin-dir", env("notify-plugin-dir", ""),
 		"directory of the notifier plugin binaries (overrides the catalog's plugin_dir)")
-	allow, _ := strconv.ParseBool(env("notify-allow-private", "false"))
-	fs.BoolVar(&n.AllowPrivate, "notify-allow-private", allow,
-		"let webhook and chat targets reach loopback, private and link-local addresses (SSRF guard off; tests, on-premises receivers)")
+	registerAllowPrivateFlag(fs, cfg)
 	p := &cfg.Tier.Pipeline
 	fs.DurationVar(&p.Budget, "notify-budget", envDuration("notify-budget", 15*time.Minute),
 		"how long one delivery is retried before it is kept as a dead letter")
@@ -31,4 +29,12 @@ func registerNotifyFlags(fs *flag.FlagSet, cfg *app.NotifyConfig) {
 	concurrency, _ := strconv.Atoi(env("notify-concurrency", "16"))
 	fs.IntVar(&cfg.Tier.Concurrency, "notify-concurrency", concurrency,
 		"triggers delivered at once (those of one environment one after the other)")
+}
+
+// registerAllowPrivateFlag binds --notify-allow-private, which notify reads at delivery and ingest
+// when a rule is written (serve does both): give ingest and notify processes the same value.
+func registerAllowPrivateFlag(fs *flag.FlagSet, cfg *app.NotifyConfig) {
+	allow, _ := strconv.ParseBool(env("notify-allow-private", "false"))
+	fs.BoolVar(&cfg.Notifiers.AllowPrivate, "notify-allow-private", allow,
+		"let webhook and chat targets be loopback, private and link-local addresses, in rules and at delivery (SSRF guard off; tests, on-premises receivers)")
 }

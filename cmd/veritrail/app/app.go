@@ -43,7 +43,10 @@ type Config struct {
 	// Postgres is the store of the distributed mode.
 	Postgres string
 	Kafka    kafkabus.Config
-	Ingest   ingest.Config
+	// Ingest is the ingest tier's section; its AllowPrivateTargets is set from
+	// Notify.Notifiers.AllowPrivate, so that a rule is refused when written exactly when its
+	// target would be refused when delivered to.
+	Ingest ingest.Config
 	// Relay tunes the evaluate tier's relay of notification triggers to the bus.
 	Relay  evaluate.RelayConfig
 	Notify NotifyConfig
@@ -57,6 +60,16 @@ type Config struct {
 	// ingestDeps, set only by tests, adjusts the ingest tier's dependencies before it is built
 	// (a publisher or an attachment store that fails on demand).
 	ingestDeps func(*ingest.Deps)
+	// Resolver resolves notification targets' host names when rules are written; nil is the
+	// system's. Tests give one that needs no DNS.
+	Resolver ingest.Resolver
+}
+
+// ingestConfig is the ingest tier's section with the settings it shares with other tiers.
+func (cfg Config) ingestConfig() ingest.Config {
+	c := cfg.Ingest
+	c.AllowPrivateTargets = cfg.Notify.Notifiers.AllowPrivate
+	return c
 }
 
 // Running is a started process: its API (when it serves one) and how to stop it.
@@ -144,7 +157,8 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
-		Changes: ingest.NewChanges(), Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify})
+		Changes: ingest.NewChanges(), Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify,
+		Resolver: cfg.Resolver})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
 		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
@@ -170,7 +184,7 @@ func newAPI(cfg Config, d ingest.Deps) *ingest.API {
 	if cfg.ingestDeps != nil {
 		cfg.ingestDeps(&d)
 	}
-	return ingest.New(cfg.Ingest, d)
+	return ingest.New(cfg.ingestConfig(), d)
 }
 
 // StartIngest runs the ingest tier on Kafka and PostgreSQL.
@@ -201,7 +215,8 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	changes := ingest.NewAnnouncedChanges()
 	go st.ListenChanges(ctx, changes, log)
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
-		Notifications: st, Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, Classify: st.Classify})
+		Notifications: st, Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, Classify: st.Classify,
+		Resolver: cfg.Resolver})
 	r.API = api
 	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
 		return fail(err)

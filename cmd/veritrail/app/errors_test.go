@@ -23,7 +23,8 @@ func setupFlow(t *testing.T, k *kosli) {
 	k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
 }
 
-// wantError checks the error body shape, the message and (when given) the field named.
+// wantError checks the error body shape, the message and (when given) the field named. "errors"
+// is an object naming fields, or absent: never null, which the Kosli CLI would print as <nil>.
 func wantError(t *testing.T, r reply, status int, message, field string) {
 	t.Helper()
 	r.want(t, status)
@@ -33,14 +34,17 @@ func wantError(t *testing.T, r reply, status int, message, field string) {
 		t.Fatalf("message %q does not contain %q (body %s)", body["message"], message, r.Body)
 	}
 	errs, present := body["errors"]
-	if !present {
-		t.Fatalf("error body lacks \"errors\": %s", r.Body)
+	m, isObject := errs.(map[string]any)
+	if present && (!isObject || len(m) == 0) {
+		t.Fatalf("\"errors\" is not an object naming fields: %s", r.Body)
 	}
 	if field != "" {
-		m, _ := errs.(map[string]any)
 		if _, ok := m[field]; !ok {
 			t.Fatalf("errors do not name %q: %s", field, r.Body)
 		}
+	}
+	if message == "Input payload validation failed" && !present {
+		t.Fatalf("a validation failure names no field: %s", r.Body)
 	}
 }
 
