@@ -304,7 +304,9 @@ type Reader interface {
 	DirtyGeneration(ctx context.Context, trailID string) (int64, error)
 
 	// Visible reports whether every message ID has been applied and the trails they touched
-	// evaluated since: the condition "read your writes" waits for.
+	// evaluated since: the condition "read your writes" waits for. One evaluation of a trail
+	// saved after a message was applied makes it visible, whatever was applied to the trail
+	// later, so a steady stream of writes to a trail cannot keep a reader waiting.
 	Visible(ctx context.Context, ids []string) (bool, error)
 }
 
@@ -313,6 +315,8 @@ type Tx interface {
 	Reader
 	// Applied reports whether message id was applied before (redelivery).
 	Applied(ctx context.Context, id string) (bool, error)
+	// MarkApplied records message id as applied. It comes after MarkDirty of trailID in the
+	// same transaction: it records the generation the message is visible at (see Visible).
 	MarkApplied(ctx context.Context, id, trailID string, at float64) error
 	// AppliedAmong answers which of ids are applied, in one round trip per 30,000 IDs.
 	AppliedAmong(ctx context.Context, ids []string) (map[string]bool, error)
@@ -347,6 +351,8 @@ type Tx interface {
 	Announce(ctx context.Context, orgs []string, artifacts map[string][]string) error
 	// MarkDirtyAll is MarkDirty for distinct trails, in one statement per few thousand.
 	MarkDirtyAll(ctx context.Context, trailIDs []string) error
+	// ClearDirty records that the trail was evaluated at generation: it is clean when nothing
+	// dirtied it since, and its messages up to generation are visible either way.
 	ClearDirty(ctx context.Context, trailID string, generation int64) error
 	// ClearDirtyAll is ClearDirty for several trails (trail ID -> generation evaluated).
 	ClearDirtyAll(ctx context.Context, generations map[string]int64) error

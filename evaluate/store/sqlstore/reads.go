@@ -634,8 +634,12 @@ func (r reads) Visible(ctx context.Context, ids []string) (bool, error) {
 	for i, id := range ids {
 		args[i] = id
 	}
+	// A message is visible once an evaluation of its trail at the generation it left (or a later
+	// one) is saved: the trail is clean, or was evaluated up to it and dirtied again since. A
+	// message marked without a generation waits for its trail to be clean.
 	n, err := r.count(ctx, "visible", oneOff+`SELECT COUNT(*) FROM applied_messages a WHERE a.id IN (`+placeholders(len(ids))+`)
-		AND NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id)`, args...)
+		AND NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id
+			AND (a.generation = 0 OR d.evaluated < a.generation))`, args...)
 	if err != nil {
 		return false, err
 	}

@@ -230,6 +230,54 @@ func testVisible(t *testing.T, e *env) {
 	visible(true, "m-1", "m-2", "m-flow")
 }
 
+// testVisibleNotStarved: as the evaluator writes them (dirt, then the applied mark), a message
+// is visible once an evaluation at its generation is saved, even if its trail was dirtied again
+// meanwhile and never becomes clean.
+func testVisibleNotStarved(t *testing.T, e *env) {
+	visible := func(want bool, ids ...string) {
+		t.Helper()
+		if got, err := e.s.Visible(e.ctx, ids); err != nil || got != want {
+			t.Errorf("Visible(%q) = %v, %v; want %v", ids, got, err, want)
+		}
+	}
+	apply := func(id, trail string) (gen int64) {
+		e.update(t, func(tx store.Tx) error {
+			must(t, "MarkDirty", tx.MarkDirtyAll(e.ctx, []string{trail}))
+			must(t, "MarkApplied", tx.MarkAppliedAll(e.ctx, []store.AppliedMark{{ID: id, TrailID: trail, At: t0}}))
+			var err error
+			gen, err = tx.DirtyGeneration(e.ctx, trail)
+			return err
+		})
+		return gen
+	}
+	clear := func(gens map[string]int64) {
+		e.update(t, func(tx store.Tx) error { return tx.ClearDirtyAll(e.ctx, gens) })
+	}
+	g1 := apply("m-1", "tr-1")
+	other := apply("m-other", "tr-2")
+	g2 := apply("m-2", "tr-1") // the evaluation that read g1 is under way
+	visible(false, "m-1")
+	clear(map[string]int64{"tr-1": g1, "tr-2": other}) // one trail cleared, one dirtied again
+	checkDirty(t, e, "tr-1")
+	visible(true, "m-1", "m-other")
+	visible(false, "m-2")
+	g3 := apply("m-3", "tr-1")
+	clear(map[string]int64{"tr-1": g1}) // a late, older evaluation changes nothing
+	visible(true, "m-1")
+	visible(false, "m-2")
+	clear(map[string]int64{"tr-1": g2})
+	visible(true, "m-1", "m-2")
+	visible(false, "m-3")
+	checkDirty(t, e, "tr-1")
+	clear(map[string]int64{"tr-1": g3})
+	checkDirty(t, e)
+	visible(true, "m-1", "m-2", "m-3", "m-other")
+	// Dirt after the trail was clean hides nothing applied before.
+	apply("m-4", "tr-1")
+	visible(true, "m-1", "m-2", "m-3")
+	visible(false, "m-4")
+}
+
 var errBoom = errors.New("boom")
 
 // writeEverything writes one of each kind of record, all named after tag.

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Applied", testApplied},
 		{"Dirty", testDirty},
 		{"Visible", testVisible},
+		{"VisibleNotStarved", testVisibleNotStarved},
 		{"Rollback", testRollback},
 		{"RollbackOnPanic", testRollbackOnPanic},
 		{"Tenancy", testTenancy},
