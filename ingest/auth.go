@@ -118,8 +118,8 @@ func bearer(h string) string {
 
 // authorize is the one authorization hook: it authenticates the key (or admits an anonymous
 // reader of a public organization), resolves the organization in the path, checks the
-// operation's declared privilege, and then waits for the caller's own pending writes before a
-// read (read your writes). Nothing a handler does happens before these checks pass.
+// operation's declared privilege, and then waits for the organization's writes in flight before
+// a read (read after write). Nothing a handler does happens before these checks pass.
 func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 	o := ctx.Operation()
 	need, _ := o.Metadata[privilegeKey].(Privilege)
@@ -140,11 +140,10 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 		a.writeErr(ctx, apiError(http.StatusForbidden, "Access denied: this operation needs the %s privilege in organization '%s'", need, p.Org.Name))
 		return
 	}
-	// Reads (GET, whatever privilege they need) wait for the caller's writes; writes are audited.
+	// Reads (GET, whatever privilege they need, anonymous ones too) wait for the organization's
+	// writes acknowledged before them; writes are audited.
 	if o.Method == http.MethodGet {
-		if !p.Anonymous {
-			a.tracker.Wait(ctx.Context(), p.KeyID)
-		}
+		a.awaitWrites(ctx.Context(), p)
 	} else {
 		done, ok := a.limits.startWrite()
 		if !ok {
