@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// Visibility answers whether messages have been applied and evaluated.
+// Visibility answers whether messages have been applied and evaluated (see store.Reader).
 type Visibility interface {
 	Visible(ctx context.Context, ids []string) (bool, error)
+	Evaluated(ctx context.Context, generations map[string]int64) (bool, error)
 }
 
 // Tracker gives every client of an organization read-after-write: it remembers the messages
@@ -38,9 +39,13 @@ type orgWrites struct {
 	checking bool           // a goroutine is asking the store about them
 }
 
+// pendingWrite is a message ID, or a trail that must be evaluated at a dirt generation (its
+// messages were applied by a process that stopped before evaluating it).
 type pendingWrite struct {
-	seq uint64
-	id  string
+	seq   uint64
+	id    string
+	trail string
+	gen   int64
 }
 
 // NewTracker builds a tracker. maxWait bounds every wait (then the read proceeds, possibly
@@ -56,7 +61,13 @@ func NewTracker(vis Visibility, maxWait, poll time.Duration, log *slog.Logger) *
 
 // Published records that message id was published for org; the caller answers its client
 // after this returns, so every read that starts after the answer waits for id.
-func (t *Tracker) Published(org, id string) {
+func (t *Tracker) Published(org, id string) { t.add(org, pendingWrite{id: id}) }
+
+// Unevaluated records that org's trail must be evaluated at dirt generation gen before its
+// reads are served: a process restarting learns so of messages its predecessor applied.
+func (t *Tracker) Unevaluated(org, trail string, gen int64) { t.add(org, pendingWrite{trail: trail, gen: gen}) }
+
+func (t *Tracker) add(org string, p pendingWrite) {
 	t.mu.Lock()
 	w := t.orgs[org]
 	if w == nil {
@@ -64,7 +75,8 @@ func (t *Tracker) Published(org, id string) {
 		t.orgs[org] = w
 	}
 	t.seq++
-	w.pending = append(w.pending, pendingWrite{seq: t.seq, id: id})
+	p.seq = t.seq
+	w.pending = append(w.pending, p)
 	n := len(w.pending)
 	t.mu.Unlock()
 	if n%pruneChunk == 0 {
@@ -194,21 +206,34 @@ func (t *Tracker) settle(ctx context.Context, org string, upTo uint64) bool {
 				return true
 			}
 		}
-		ids := make([]string, 0, min(len(w.pending), pruneChunk))
+		var ids []string
+		var gens map[string]int64
+		n := 0
 		for _, p := range w.pending[:min(len(w.pending), pruneChunk)] {
 			if p.seq > upTo {
 				break
 			}
-			ids = append(ids, p.id)
+			n++
+			if p.trail == "" {
+				ids = append(ids, p.id)
+				continue
+			}
+			if gens == nil {
+				gens = map[string]int64{}
+			}
+			gens[p.trail] = max(gens[p.trail], p.gen)
 		}
 		w.checking = true
 		t.mu.Unlock()
 
 		ok, err := t.vis.Visible(ctx, ids)
+		if err == nil && ok && len(gens) > 0 {
+			ok, err = t.vis.Evaluated(ctx, gens)
+		}
 		t.mu.Lock()
 		w.checking = false
 		if err == nil && ok {
-			t.forget(org, w, len(ids))
+			t.forget(org, w, n)
 		}
 		t.mu.Unlock()
 		if err != nil {

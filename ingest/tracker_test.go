@@ -32,6 +32,18 @@ func (f *fakeVisibility) Visible(_ context.Context, ids []string) (bool, error) 
 	return true, nil
 }
 
+// Evaluated treats a trail as an ID "trail@generation" made visible by show.
+func (f *fakeVisibility) Evaluated(_ context.Context, gens map[string]int64) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for trail, gen := range gens {
+		if !f.visible[trail+"@"+strconv.FormatInt(gen, 10)] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func (f *fakeVisibility) show(ids ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -80,6 +92,24 @@ func TestTrackerWaitsForTheOrganization(t *testing.T) {
 	}
 	if tr.Pending("acme") != 0 {
 		t.Fatalf("pending %d after visibility", tr.Pending("acme"))
+	}
+}
+
+// TestTrackerWaitsForEvaluations: a trail left dirty by a previous process holds its
+// organization's reads until it is evaluated at the generation given, with the messages around it.
+func TestTrackerWaitsForEvaluations(t *testing.T) {
+	v := &fakeVisibility{visible: map[string]bool{}}
+	tr := newTestTracker(v)
+	tr.Published("acme", "m1")
+	tr.Unevaluated("acme", "tr-1", 7)
+	tr.Published("acme", "m2")
+	v.show("m1", "m2")
+	if tr.settle(context.Background(), "acme", math.MaxUint64) {
+		t.Fatal("settled with a trail not evaluated")
+	}
+	v.show("tr-1@7")
+	if !tr.settle(context.Background(), "acme", math.MaxUint64) || tr.Pending("acme") != 0 {
+		t.Fatalf("not settled once the trail was evaluated: %d pending", tr.Pending("acme"))
 	}
 }
 

@@ -308,6 +308,18 @@ type Reader interface {
 	// saved after a message was applied makes it visible, whatever was applied to the trail
 	// later, so a steady stream of writes to a trail cannot keep a reader waiting.
 	Visible(ctx context.Context, ids []string) (bool, error)
+	// PendingEvaluations lists the dirty trails of organization orgID (of every organization when
+	// orgID is empty) with the dirt generation each must be evaluated at.
+	PendingEvaluations(ctx context.Context, orgID string) ([]DirtyTrail, error)
+	// Evaluated reports whether every trail (trail ID -> generation) has been evaluated at that
+	// dirt generation or a later one, as Visible judges a message's trail.
+	Evaluated(ctx context.Context, generations map[string]int64) (bool, error)
+}
+
+// DirtyTrail is a trail waiting for evaluation (see Reader.PendingEvaluations).
+type DirtyTrail struct {
+	TrailID, OrgID string
+	Generation     int64
 }
 
 // Tx is one evaluator transaction: all of a message is applied, or none of it.

@@ -53,6 +53,10 @@ type Config struct {
 	Log            *slog.Logger
 	// Now is the clock of key expiry and rate limits; nil means time.Now. Tests move it.
 	Now func() time.Time
+
+	// holdEvaluator, when set, delays the embedded evaluator until it is closed: tests use it to
+	// read while a backlog is certainly not applied.
+	holdEvaluator <-chan struct{}
 }
 
 // Running is a started process: its API (when it serves one) and how to stop it.
@@ -151,8 +155,24 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
+	// Before anything serves: the first reads wait for what the previous process acknowledged and
+	// did not finish.
+	if err := awaitBacklog(ctx, bus, st, api.Tracker(), log); err != nil {
 		return fail(err)
+	}
+	if cfg.holdEvaluator == nil {
+		if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
+			return fail(err)
+		}
+	} else {
+		r.group.Go(func() error {
+			select {
+			case <-cfg.holdEvaluator:
+				return runEvaluator(ctx, r, ev, sub, log)
+			case <-ctx.Done():
+				return nil
+			}
+		})
 	}
 	if err := runNotify(ctx, r, cfg, st, notifySub, log); err != nil {
 		return fail(err)
@@ -161,6 +181,36 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	return r, nil
+}
+
+// awaitBacklog makes reads wait for what a previous process on the data directory acknowledged
+// and did not finish before it stopped (a kill -9 right after a 201): the evidence messages the
+// evaluator's group has not acked, in the bus's journal or its table, and the trails it applied
+// messages to without evaluating them. Each organization's reads wait for its own, and only
+// until they are applied and evaluated.
+func awaitBacklog(ctx context.Context, bus *sqlitebus.Bus, st store.Store, tr *ingest.Tracker, log *slog.Logger) error {
+	messages := 0
+	err := bus.Unacked(ctx, EvaluatorGroup, contract.TopicEvidence, func(id string, md message.Metadata) error {
+		if org := md.Get(contract.MetaOrg); org != "" {
+			tr.Published(org, id)
+			messages++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the evaluator's backlog: %w", err)
+	}
+	dirty, err := st.PendingEvaluations(ctx, "")
+	if err != nil {
+		return fmt.Errorf("read the trails awaiting evaluation: %w", err)
+	}
+	for _, d := range dirty {
+		tr.Unevaluated(d.OrgID, d.TrailID, d.Generation)
+	}
+	if messages > 0 || len(dirty) > 0 {
+		log.Info("veritrail: reads wait for the backlog left by the previous process", "messages", messages, "trails", len(dirty))
+	}
+	return nil
 }
 
 // StartIngest runs the ingest tier on Kafka and PostgreSQL.

@@ -278,6 +278,58 @@ func testVisibleNotStarved(t *testing.T, e *env) {
 	visible(false, "m-4")
 }
 
+// testPendingEvaluations: the dirty trails of an organization with their generations, and
+// whether trails were evaluated at given generations.
+func testPendingEvaluations(t *testing.T, e *env) {
+	e.update(t, func(tx store.Tx) error {
+		writeEverything(e.ctx, t, tx, "org-1", "a") // trail tr-a, dirty
+		writeEverything(e.ctx, t, tx, "org-1", "b")
+		writeEverything(e.ctx, t, tx, "org-2", "c")
+		return nil
+	})
+	pending := func(org string) map[string]int64 {
+		t.Helper()
+		list, err := e.s.PendingEvaluations(e.ctx, org)
+		must(t, "PendingEvaluations", err)
+		out := map[string]int64{}
+		for _, d := range list {
+			if org != "" && d.OrgID != org {
+				t.Errorf("PendingEvaluations(%q) lists %+v", org, d)
+			}
+			out[d.TrailID] = d.Generation
+		}
+		return out
+	}
+	evaluated := func(want bool, gens map[string]int64) {
+		t.Helper()
+		if got, err := e.s.Evaluated(e.ctx, gens); err != nil || got != want {
+			t.Errorf("Evaluated(%v) = %v, %v; want %v", gens, got, err, want)
+		}
+	}
+	one := pending("org-1")
+	if len(one) != 2 || one["tr-a"] == 0 || one["tr-b"] == 0 {
+		t.Fatalf("PendingEvaluations(org-1) = %v", one)
+	}
+	if all := pending(""); len(all) != 3 || all["tr-c"] == 0 {
+		t.Fatalf("PendingEvaluations() = %v", all)
+	}
+	evaluated(true, nil)
+	evaluated(false, one)
+	evaluated(true, map[string]int64{"tr-unknown": 5}) // no dirt: clean
+
+	// tr-a is evaluated at its generation but dirtied again meanwhile; tr-b is cleared.
+	e.update(t, func(tx store.Tx) error { return tx.MarkDirtyAll(e.ctx, []string{"tr-a"}) })
+	e.update(t, func(tx store.Tx) error { return tx.ClearDirtyAll(e.ctx, one) })
+	evaluated(true, one)
+	evaluated(true, map[string]int64{"tr-b": one["tr-b"]})
+	again := pending("org-1")
+	if len(again) != 1 || again["tr-a"] <= one["tr-a"] {
+		t.Fatalf("PendingEvaluations(org-1) after a clear = %v", again)
+	}
+	evaluated(false, again)
+	evaluated(false, map[string]int64{"tr-a": again["tr-a"], "tr-b": one["tr-b"]})
+}
+
 var errBoom = errors.New("boom")
 
 // writeEverything writes one of each kind of record, all named after tag.

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Dirty", testDirty},
 		{"Visible", testVisible},
 		{"VisibleNotStarved", testVisibleNotStarved},
+		{"PendingEvaluations", testPendingEvaluations},
 		{"Rollback", testRollback},
 		{"RollbackOnPanic", testRollbackOnPanic},
 		{"Tenancy", testTenancy},
