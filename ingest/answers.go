@@ -93,7 +93,9 @@ type stamp struct {
 	busy                 bool
 }
 
-func (s stamp) same(o stamp) bool { return s.epoch == o.epoch && s.org == o.org && s.artifact == o.artifact }
+func (s stamp) same(o stamp) bool {
+	return s.epoch == o.epoch && s.org == o.org && s.artifact == o.artifact
+}
 
 func (c *Changes) stamp(org, fingerprint string) stamp {
 	s := stamp{epoch: c.epoch.Load(), org: c.orgs[c.slot(org, orgSlots)].Load(),

@@ -65,7 +65,9 @@ func (t *Tracker) Published(org, id string) { t.add(org, pendingWrite{id: id}) }
 
 // Unevaluated records that org's trail must be evaluated at dirt generation gen before its
 // reads are served: a process restarting learns so of messages its predecessor applied.
-func (t *Tracker) Unevaluated(org, trail string, gen int64) { t.add(org, pendingWrite{trail: trail, gen: gen}) }
+func (t *Tracker) Unevaluated(org, trail string, gen int64) {
+	t.add(org, pendingWrite{trail: trail, gen: gen})
+}
 
 func (t *Tracker) add(org string, p pendingWrite) {
 	t.mu.Lock()

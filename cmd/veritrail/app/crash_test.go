@@ -29,7 +29,7 @@ import (
 const (
 	crashChildDirEnv  = "VERITRAIL_CRASH_CHILD_DIR"
 	crashChildHoldEnv = "VERITRAIL_CRASH_CHILD_HOLD_EVALUATOR"
-	crashAddrPrefix  = "veritrail-crash-child-addr="
+	crashAddrPrefix   = "veritrail-crash-child-addr="
 
 	crashFlow     = "crash"
 	crashTrail    = "t1"
