@@ -83,6 +83,9 @@ type Deps struct {
 	// announcements of one elsewhere; asserts are then answered from memory while what they
 	// depend on stands still. Nil: every assert reads the store.
 	Changes *Changes
+	// Peers, when set, extends read after write to the writes of other ingest processes (the
+	// distributed mode); nil when this process is the only one publishing (embedded).
+	Peers *Peers
 }
 
 // API is the HTTP API.
@@ -93,6 +96,7 @@ type API struct {
 	blobs   blobs.Store
 	log     *slog.Logger
 	tracker *Tracker
+	peers   *Peers
 	huma    huma.API
 	mux     *chi.Mux
 	types   *typeCache
@@ -130,6 +134,10 @@ func New(cfg Config, d Deps) *API {
 		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
 		notifications: d.Notifications}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+	if d.Peers != nil {
+		d.Peers.tracker = a.tracker
+		a.peers = d.Peers
+	}
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
 	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
@@ -286,6 +294,16 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 	msg.Metadata.Set(contract.MetaKind, string(env.Kind))
 	msg.Metadata.Set(contract.MetaOrg, env.OrgID)
 	msg.Metadata.Set(contract.MetaSchema, fmt.Sprint(contract.SchemaVersion))
+	if a.peers != nil {
+		// Other ingest processes' readers must know this organization has writes in flight here
+		// before the 201.
+		done, err := a.peers.Publishing(ctx, p.Org.ID)
+		if err != nil {
+			a.log.Error("ingest: marking writes in flight failed", "org", p.Org.ID, "err", err)
+			return apiError(http.StatusServiceUnavailable, "Could not record the request durably; please retry")
+		}
+		defer done() // after Published below
+	}
 	if err := a.pub.Publish(contract.TopicEvidence, msg); err != nil {
 		a.log.Error("ingest: publish failed", "kind", env.Kind, "err", err)
 		return apiError(http.StatusServiceUnavailable, "Could not record the request durably; please retry")
@@ -297,10 +315,12 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
 
 // awaitWrites waits until the organization's writes acknowledged before the call are visible
-// (read after write, for every client of the organization), and reports whether any were in
-// flight.
+// (read after write, for every client of the organization), here and at the other ingest
+// processes, and reports whether any were in flight.
 func (a *API) awaitWrites(ctx context.Context, p *Principal) bool {
-	return a.tracker.Wait(ctx, p.Org.ID)
+	local := a.tracker.Wait(ctx, p.Org.ID)
+	remote := a.peers != nil && a.peers.Wait(ctx, p.Org.ID, time.Now().Add(a.cfg.ConsistencyWait))
+	return local || remote
 }
 
 // lookup runs find, and when it finds nothing waits once for the organization's writes in

@@ -109,9 +109,10 @@ func (a *API) registerAsserts() {
 		key := newAnswerKey(p.Org.ID, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
 		// Counts that move after the commit (Evaluated; announcements, a few milliseconds later)
 		// may not have moved yet for writes a read found visible: an organization whose writes
-		// became visible lately gets its answers computed afresh. Watched counts need not.
+		// became visible lately, here or at another ingest process, gets its answers computed
+		// afresh. Watched counts need not.
 		c := a.answers.changes
-		fresh := c != nil && !c.watched && a.tracker.WritesFresh(p.Org.ID, announcementLag)
+		fresh := c != nil && !c.watched && (awaited(ctx) || a.tracker.WritesFresh(p.Org.ID, announcementLag))
 		body, at, ok := a.answers.get(key, fresh)
 		if !ok {
 			res, err := a.assert(ctx, p, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)

@@ -93,6 +93,15 @@ func principalFrom(ctx context.Context) *Principal {
 	return p
 }
 
+// awaitedKey marks a read that waited for writes of its organization.
+type awaitedKey struct{}
+
+// awaited reports whether the read being handled waited for writes of its organization.
+func awaited(ctx context.Context) bool {
+	b, _ := ctx.Value(awaitedKey{}).(bool)
+	return b
+}
+
 // HashKey is how API keys are stored: the SHA-256 of the secret. Secrets are long random
 // strings, so a fast hash loses nothing against guessing and keeps lookups indexable.
 func HashKey(secret string) []byte {
@@ -143,7 +152,9 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 	// Reads (GET, whatever privilege they need, anonymous ones too) wait for the organization's
 	// writes acknowledged before them; writes are audited.
 	if o.Method == http.MethodGet {
-		a.awaitWrites(ctx.Context(), p)
+		if a.awaitWrites(ctx.Context(), p) {
+			ctx = huma.WithValue(ctx, awaitedKey{}, true)
+		}
 	} else {
 		done, ok := a.limits.startWrite()
 		if !ok {

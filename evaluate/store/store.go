@@ -395,12 +395,42 @@ type Admin interface {
 	Wipe(ctx context.Context) error
 }
 
+// Progress is what read after write needs beyond one process's memory, in the distributed
+// mode: how far the evaluator has applied each partition of a bus topic, and which ingest
+// processes have writes of an organization in flight. Times are Unix seconds of the callers'
+// clocks.
+type Progress interface {
+	// AdvancePositions records that every message of topic's partitions before the offsets
+	// given (partition -> next offset) is applied. A position never moves back.
+	AdvancePositions(ctx context.Context, topic string, next map[int32]int64) error
+	// Positions is what AdvancePositions recorded for topic (partition -> next offset).
+	Positions(ctx context.Context, topic string) (map[int32]int64, error)
+	// MarkInFlight records that process has writes of orgID in flight, until a time it renews.
+	MarkInFlight(ctx context.Context, orgID, process string, until float64) error
+	// RenewInFlight moves every mark of process to until.
+	RenewInFlight(ctx context.Context, process string, until float64) error
+	// ClearInFlight removes process's mark of orgID.
+	ClearInFlight(ctx context.Context, orgID, process string) error
+	// InFlight lists the marks of orgID.
+	InFlight(ctx context.Context, orgID string) ([]InFlightMark, error)
+	// ClearExpiredInFlight removes process's mark of orgID if it ran out before the time given
+	// (the process stopped renewing it).
+	ClearExpiredInFlight(ctx context.Context, orgID, process string, before float64) error
+}
+
+// InFlightMark says an ingest process has writes of an organization in flight.
+type InFlightMark struct {
+	OrgID, Process string
+	Until          float64
+}
+
 // Store is a complete adapter.
 type Store interface {
 	Reader
 	Admin
 	IdentityStore
 	TriggerOutbox
+	Progress
 	// Update runs fn in one transaction, committing when it returns nil.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// DirtyTrails lists trails waiting for evaluation (after a crash, nobody remembers them).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/veritrail/veritrail/bus/batch"
@@ -161,14 +162,14 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	if cfg.holdEvaluator == nil {
-		if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
+		if err := runEvaluator(ctx, r, ev, ev.HandleBatch, sub, log); err != nil {
 			return fail(err)
 		}
 	} else {
 		r.group.Go(func() error {
 			select {
 			case <-cfg.holdEvaluator:
-				return runEvaluator(ctx, r, ev, sub, log)
+				return runEvaluator(ctx, r, ev, ev.HandleBatch, sub, log)
 			case <-ctx.Done():
 				return nil
 			}
@@ -240,9 +241,23 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	// while nothing they depend on was announced.
 	changes := ingest.NewAnnouncedChanges()
 	go st.ListenChanges(ctx, changes, log)
+	// Reads here wait for what other ingest processes acknowledged: their marks in the store,
+	// the bus's end offsets, the evaluator's positions.
+	offsets, err := kafkabus.NewOffsets(cfg.Kafka)
+	if err != nil {
+		return fail(err)
+	}
+	r.onClose(offsets.Close)
+	peers := ingest.NewPeers(ingest.PeersConfig{Process: uuid.NewString(), Store: st, Topic: contract.TopicEvidence,
+		EndOffsets: func(ctx context.Context) (map[int32]int64, error) { return offsets.End(ctx, contract.TopicEvidence) },
+		Poll: cfg.Ingest.ConsistencyPoll, Log: log})
 	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
-		Notifications: st, Changes: changes})
+		Notifications: st, Changes: changes, Peers: peers})
 	r.API = api
+	r.group.Go(func() error {
+		peers.Run(ctx)
+		return nil
+	})
 	if err := serveHTTP(ctx, r, cfg.Addr, api.Handler(), log); err != nil {
 		return fail(err)
 	}
@@ -283,7 +298,15 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
+	// How far each partition is applied, for reads at the ingest processes (read after write).
+	positions := newPositionRecorder(st, contract.TopicEvidence, log)
+	r.group.Go(func() error { return positions.run(ctx) })
+	handle := func(ctx context.Context, msgs []*message.Message) (int, error) {
+		n, err := ev.HandleBatch(ctx, msgs)
+		positions.handled(msgs[:n])
+		return n, err
+	}
+	if err := runEvaluator(ctx, r, ev, handle, sub, log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -309,7 +332,7 @@ func openPostgres(ctx context.Context, r *Running, cfg Config) (*sqlstore.Store,
 // runEvaluator consumes the evidence topic in batches (bus/batch owns acks, retries and panic
 // recovery) and runs the evaluation loop beside it. A batch is applied in one transaction: on the
 // embedded bus up to the subscriber's window of messages, on Kafka one message per partition.
-func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub message.Subscriber, log *slog.Logger) error {
+func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, handle batch.Handler, sub message.Subscriber, log *slog.Logger) error {
 	msgs, err := sub.Subscribe(ctx, contract.TopicEvidence)
 	if err != nil {
 		return fmt.Errorf("evaluate: subscribe to %s: %w", contract.TopicEvidence, err)
@@ -317,7 +340,7 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub m
 	r.onClose(sub.Close)
 	r.group.Go(func() error { return ev.Run(ctx) })
 	r.group.Go(func() error {
-		batch.Consume(ctx, msgs, batch.Config{MaxBatch: evaluateBatch}, ev.HandleBatch, log)
+		batch.Consume(ctx, msgs, batch.Config{MaxBatch: evaluateBatch}, handle, log)
 		if ctx.Err() == nil {
 			return fmt.Errorf("evaluate: the subscription to %s ended", contract.TopicEvidence)
 		}

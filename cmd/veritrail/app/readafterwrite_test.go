@@ -6,7 +6,10 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/veritrail/veritrail/bus/kafkabus"
+	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
 	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
 )
 
 // readAfterWriteTemplate asks for a generic attestation "tests" on the artifact "app".
@@ -58,4 +61,76 @@ func TestReadAfterWriteForEveryClient(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestReadAfterWriteAcrossIngestProcesses: in the distributed mode with two ingest processes, a
+// read at one sees what the other answered 201 for, right after the 201: a flow, a trail begun
+// there, the attestations and the assert of an artifact whose compliance each one flips.
+func TestReadAfterWriteAcrossIngestProcesses(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Postgres = postgresSchema(t)
+	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
+	start := func(f func(context.Context, Config) (*Running, error)) *Running {
+		t.Helper()
+		r, err := f(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	start(StartEvaluate)
+	a, b := start(StartIngest), start(StartIngest)
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	writer := newKosli(t, "http://"+a.Addr+"/api/v2", testToken)
+	reader := keyFor(t, env{base: "http://" + b.Addr, store: b.Store}, testOrg, "deploy", store.RoleMember)
+
+	for i := range 5 {
+		name := fmt.Sprintf("flow-%d", i)
+		writer.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": name, "description": ""},
+			file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+		reader.get("/flows/"+testOrg+"/"+name).want(t, http.StatusOK)
+	}
+	writer.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app", "description": ""},
+		file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+	reader.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
+	writer.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fpBackend, "filename": "app",
+		"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, http.StatusCreated)
+	assert := "/asserts/" + testOrg + "/fingerprint/" + fpBackend
+	for i := range 20 {
+		compliant := i%2 == 0
+		writer.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+			map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": compliant}).
+			want(t, http.StatusCreated)
+		if res := reader.get(assert).want(t, http.StatusOK).JSON(t); res["compliant"] != compliant {
+			t.Fatalf("attestation %d (compliant %v) through ingest A: the assert through ingest B answers %v", i, compliant, res)
+		}
+		if got := reader.get("/attestations/"+testOrg+"/app/trail/t1/tests").want(t, http.StatusOK).Array(t); len(got) != i+1 {
+			t.Fatalf("attestation %d through ingest A: ingest B lists %d of them", i, len(got))
+		}
+		tr := reader.get("/trails/"+testOrg+"/app/t1").want(t, http.StatusOK).JSON(t)
+		art, _ := tr["compliance_status"].(map[string]any)["artifacts_statuses"].(map[string]any)[fpBackend].(map[string]any)
+		if art["is_compliant"] != compliant {
+			t.Fatalf("attestation %d (compliant %v) through ingest A: the trail through ingest B has the artifact %v", i, compliant, art)
+		}
+	}
+	// Those reads waited for the evaluator's recorded positions to reach the end of the bus.
+	offsets, err := kafkabus.NewOffsets(cfg.Kafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer offsets.Close()
+	ends, err := offsets.End(context.Background(), contract.TopicEvidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := b.Store.Positions(context.Background(), contract.TopicEvidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part, end := range ends {
+		if pos[part] != end {
+			t.Fatalf("applied positions %v, bus ends %v", pos, ends)
+		}
+	}
 }

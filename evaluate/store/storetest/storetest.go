@@ -61,6 +61,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Visible", testVisible},
 		{"VisibleNotStarved", testVisibleNotStarved},
 		{"PendingEvaluations", testPendingEvaluations},
+		{"Positions", testPositions},
+		{"InFlight", testInFlight},
 		{"Rollback", testRollback},
 		{"RollbackOnPanic", testRollbackOnPanic},
 		{"Tenancy", testTenancy},
