@@ -248,8 +248,8 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	r.onClose(offsets.Close)
-	peers := ingest.NewPeers(ingest.PeersConfig{Process: uuid.NewString(), Store: st, Topic: contract.TopicEvidence,
-		EndOffsets: func(ctx context.Context) (map[int32]int64, error) { return offsets.End(ctx, contract.TopicEvidence) },
+	ends := func(ctx context.Context) (map[int32]int64, error) { return offsets.End(ctx, contract.TopicEvidence) }
+	peers := ingest.NewPeers(ingest.PeersConfig{Process: uuid.NewString(), Store: st, Topic: contract.TopicEvidence, EndOffsets: ends,
 		Poll: cfg.Ingest.ConsistencyPoll, Log: log})
 	api := ingest.New(cfg.Ingest, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
 		Notifications: st, Changes: changes, Peers: peers})
