@@ -54,25 +54,45 @@ type PeersConfig struct {
 // is removed once the process's writes of the organization are all visible and have stayed so
 // for Linger, and renewed while it stays, so that the row of a process that died runs out.
 //
-// A read first looks for marks of its organization from other processes (one indexed query). If
-// there are some, it takes the bus's end offsets (one ListOffsets request) and waits until the
-// evaluator's recorded positions reach them: every message acknowledged before the read is then
-// applied. Then it waits until the organization's trails that were dirty at that moment are
-// evaluated at the generation they had, which later writes cannot put off. Marks whose lease ran
-// out are removed by the reader that caught up with them.
+// A read first looks for marks of its organization from other processes. If there are some, it
+// takes the bus's end offsets (one ListOffsets request) and waits until the evaluator's recorded
+// positions reach them: every message acknowledged before the read is then applied. Then it
+// waits until the organization's trails that were dirty at that moment are evaluated at the
+// generation they had, which later writes cannot put off. Marks whose lease ran out are removed
+// by the reader that caught up with them.
+//
+// The look for marks is shared: a read uses the answer of a query that started less than
+// markNotice before it, and a process that makes a new mark answers no write under it before
+// markNotice has passed since the mark was committed. A read that starts after such a 201 thus
+// starts more than markNotice after the mark was committed, and every answer it may use came
+// from a query that started later than that, so it saw the mark. Only durations are compared,
+// each on one process's clock: the processes' clocks need not agree. So reads of an organization
+// cost at most one query per markNotice per process, and the first write of a busy spell waits
+// up to markNotice longer.
 type Peers struct {
 	cfg     PeersConfig
 	tracker *Tracker // this process's writes; set by New
 
-	mu    sync.Mutex
-	marks map[string]*peerMark
+	mu     sync.Mutex
+	marks  map[string]*peerMark
+	looked map[string]*sharedQuery[[]store.InFlightMark] // organization -> its looks for marks
+
+	// The bus's ends and the evaluator's positions, asked once for the reads waiting together.
+	ends      sharedQuery[map[int32]int64]
+	positions sharedQuery[map[int32]int64]
 }
+
+// markNotice is how long a look for marks is used by the reads that start after it began, and how
+// long a new mark stands before a write under it is answered. Every ingest process must use the
+// same value.
+const markNotice = 20 * time.Millisecond
 
 // peerMark is this process's mark of one organization.
 type peerMark struct {
 	busy      int           // publishes under way (between Publishing and their done)
 	present   bool          // the row exists
 	leased    time.Time     // when its lease was last set (the row's until is this + Lease)
+	noticed   time.Time     // when a write under the row may be answered (markNotice after it was made)
 	idleSince time.Time     // since when every write here is visible; zero while some are not
 	op        chan struct{} // a store write of the row under way, closed when it ends
 }
@@ -91,12 +111,13 @@ func NewPeers(cfg PeersConfig) *Peers {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Peers{cfg: cfg, marks: map[string]*peerMark{}}
+	return &Peers{cfg: cfg, marks: map[string]*peerMark{}, looked: map[string]*sharedQuery[[]store.InFlightMark]{}}
 }
 
 // Publishing makes sure org is marked before a write of it is published, and returns what to
-// call once the write is recorded in the tracker (or failed). A mark whose lease is half gone is
-// written again first, so that no write is acknowledged under a mark that may have run out.
+// call once the write is recorded in the tracker (or failed), before it is answered: done waits
+// until a new mark has stood for markNotice. A mark whose lease is half gone is written again
+// first, so that no write is acknowledged under a mark that may have run out.
 func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err error) {
 	p.mu.Lock()
 	m := p.marks[org]
@@ -109,7 +130,11 @@ func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err er
 		p.mu.Lock()
 		m.busy--
 		m.idleSince = time.Time{}
+		wait := time.Until(m.noticed)
 		p.mu.Unlock()
+		if wait > 0 {
+			time.Sleep(wait)
+		}
 	}
 	for {
 		if op := m.op; op != nil {
@@ -130,6 +155,7 @@ func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err er
 		}
 		op := make(chan struct{})
 		m.op = op
+		renewing := m.present
 		p.mu.Unlock()
 		err := p.cfg.Store.MarkInFlight(ctx, org, p.cfg.Process, unixSeconds(now.Add(p.cfg.Lease)))
 		p.mu.Lock()
@@ -139,6 +165,9 @@ func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err er
 			p.mu.Unlock()
 			done()
 			return nil, err
+		}
+		if !renewing { // committed by now: readers elsewhere use no look from before it past markNotice
+			m.noticed = time.Now().Add(markNotice)
 		}
 		m.present, m.leased = true, now
 	}
@@ -250,7 +279,8 @@ func (p *Peers) renew(ctx context.Context, now time.Time) error {
 // are visible, the deadline passes, or ctx ends, and reports whether another process had writes
 // of org in flight.
 func (p *Peers) Wait(ctx context.Context, org string, deadline time.Time) bool {
-	marks, err := p.cfg.Store.InFlight(ctx, org)
+	readStart := time.Now()
+	marks, err := p.lookMarks(ctx, org, readStart)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.cfg.Log.Warn("read-after-write: reading the writes in flight failed; serving the read", "org", org, "err", err)
@@ -267,7 +297,7 @@ func (p *Peers) Wait(ctx context.Context, org string, deadline time.Time) bool {
 		return false
 	}
 	start := time.Now()
-	if !p.catchUp(ctx, org, deadline) {
+	if !p.catchUp(ctx, org, readStart, deadline) {
 		if ctx.Err() == nil {
 			p.cfg.Log.Warn("read-after-write wait for other ingest processes timed out; serving the read anyway", "org", org,
 				"wait", time.Since(start))
@@ -287,26 +317,66 @@ func (p *Peers) Wait(ctx context.Context, org string, deadline time.Time) bool {
 	return true
 }
 
-// catchUp waits until every message on the bus now is applied, and then the trails of org dirty
-// at that moment are evaluated; false when the deadline or ctx ended it first.
-func (p *Peers) catchUp(ctx context.Context, org string, deadline time.Time) bool {
-	ends, err := p.cfg.EndOffsets(ctx)
-	for err != nil {
+// lookMarks returns org's marks as a query answered that started after readStart-markNotice:
+// the latest one when it did, else a new one, shared with the reads that start meanwhile.
+func (p *Peers) lookMarks(ctx context.Context, org string, readStart time.Time) ([]store.InFlightMark, error) {
+	p.mu.Lock()
+	q := p.looked[org]
+	if q == nil {
+		if len(p.looked) >= maxLooked {
+			for o, old := range p.looked { // organizations not read lately need no entry
+				if old.idle(time.Now().Add(-time.Second)) {
+					delete(p.looked, o)
+				}
+			}
+		}
+		q = &sharedQuery[[]store.InFlightMark]{}
+		p.looked[org] = q
+	}
+	p.mu.Unlock()
+	r, err := q.get(ctx, readStart.Add(-markNotice), func(ctx context.Context) ([]store.InFlightMark, error) {
+		return p.cfg.Store.InFlight(ctx, org)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.val, nil
+}
+
+// maxLooked is the size from which lookMarks drops the looks of organizations not read lately.
+const maxLooked = 4096
+
+// catchUp waits until every message on the bus when the read started is applied, and then the
+// trails of org dirty at that moment are evaluated; false when the deadline or ctx ended it
+// first. The bus and the positions are asked once for the reads waiting together.
+func (p *Peers) catchUp(ctx context.Context, org string, readStart, deadline time.Time) bool {
+	var ends map[int32]int64
+	for {
+		r, err := p.ends.get(ctx, readStart, p.cfg.EndOffsets) // asked after the read started
+		if err == nil {
+			ends = r.val
+			break
+		}
 		if ctx.Err() == nil {
 			p.cfg.Log.Warn("read-after-write: reading the bus's end offsets failed", "err", err)
 		}
 		if !p.pause(ctx, deadline) {
 			return false
 		}
-		ends, err = p.cfg.EndOffsets(ctx)
 	}
+	var seen time.Time
 	for {
-		pos, err := p.cfg.Store.Positions(ctx, p.cfg.Topic)
-		if err == nil && reached(pos, ends) {
+		r, err := p.positions.get(ctx, seen, func(ctx context.Context) (map[int32]int64, error) {
+			return p.cfg.Store.Positions(ctx, p.cfg.Topic)
+		})
+		if err == nil && reached(r.val, ends) {
 			break
 		}
 		if err != nil && ctx.Err() == nil {
 			p.cfg.Log.Warn("read-after-write: reading the applied positions failed", "err", err)
+		}
+		if r != nil {
+			seen = r.start // the next look must be newer
 		}
 		if !p.pause(ctx, deadline) {
 			return false

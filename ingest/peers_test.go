@@ -20,6 +20,7 @@ type fakePeerStore struct {
 	dirty     map[string]int64 // trail -> generation (all of org "acme")
 	evaluated map[string]int64 // trail -> evaluated generation
 	writes    int              // MarkInFlight calls
+	looks     int              // InFlight calls
 	asked     []map[string]int64
 }
 
@@ -57,6 +58,7 @@ func (f *fakePeerStore) ClearInFlight(_ context.Context, org, process string) er
 func (f *fakePeerStore) InFlight(_ context.Context, org string) ([]store.InFlightMark, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.looks++
 	var out []store.InFlightMark
 	for k, until := range f.marks {
 		if k[0] == org {
@@ -205,9 +207,13 @@ func TestPeersWait(t *testing.T) {
 		t.Fatal("a read waited for its own process's mark")
 	}
 
-	now := unixSeconds(time.Now())
-	must(st.MarkInFlight(ctx, "acme", "a", now+3600)) // alive
-	must(st.MarkInFlight(ctx, "acme", "dead", now-1)) // its lease ran out
+	must(st.MarkInFlight(ctx, "acme", "dead", unixSeconds(time.Now())-1)) // its lease ran out
+	// Process a writes: its 201 comes once the new mark has stood for markNotice, so that this
+	// read, starting after it, does not use the look for marks taken above.
+	a := newTestPeers(st, "a", nil)
+	markDone, err := a.Publishing(ctx, "acme")
+	must(err)
+	markDone()
 	st.set(func() {
 		st.positions = map[int32]int64{0: 10, 1: 2}
 		st.dirty = map[string]int64{"tr-1": 5}
@@ -245,5 +251,61 @@ func TestPeersWait(t *testing.T) {
 	st.set(func() { st.positions = map[int32]int64{} })
 	if start := time.Now(); !p.Wait(ctx, "acme", time.Now().Add(30*time.Millisecond)) || time.Since(start) > 5*time.Second {
 		t.Fatal("a wait behind a stuck evaluator was not bounded")
+	}
+}
+
+// TestPeersShareLooks: reads share a look for marks that started less than markNotice before
+// them; a later read looks again.
+func TestPeersShareLooks(t *testing.T) {
+	st := newFakePeerStore()
+	p := newTestPeers(st, "b", nil)
+	ctx := context.Background()
+	readStart := time.Now()
+	for range 3 {
+		if _, err := p.lookMarks(ctx, "acme", readStart); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.lookMarks(ctx, "globex", readStart); err != nil {
+		t.Fatal(err)
+	}
+	if st.looks != 2 {
+		t.Fatalf("%d queries for three reads of one organization and one of another", st.looks)
+	}
+	if _, err := p.lookMarks(ctx, "acme", time.Now().Add(2*markNotice)); err != nil {
+		t.Fatal(err)
+	}
+	if st.looks != 3 {
+		t.Fatalf("a read markNotice after the look used it (%d queries)", st.looks)
+	}
+}
+
+// TestPeersNewMarkWaitsNotice: a write under a new mark is answered no sooner than markNotice
+// after the mark was made; under a standing mark, at once.
+func TestPeersNewMarkWaitsNotice(t *testing.T) {
+	p := newTestPeers(newFakePeerStore(), "a", nil)
+	ctx := context.Background()
+	start := time.Now()
+	done, err := p.Publishing(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if d := time.Since(start); d < markNotice {
+		t.Fatalf("the first write under a new mark was answered after %v, before markNotice", d)
+	}
+	p.mu.Lock()
+	noticed := p.marks["acme"].noticed
+	p.mu.Unlock()
+	done, err = p.Publishing(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	p.mu.Lock()
+	again := p.marks["acme"].noticed
+	p.mu.Unlock()
+	if !again.Equal(noticed) {
+		t.Fatal("a write under a standing mark made it new again")
 	}
 }
