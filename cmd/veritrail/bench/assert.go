@@ -71,14 +71,15 @@ type AssertResult struct {
 	ChurnPerSecond float64 `json:"churn_per_second"`
 	Changes        int64   `json:"changes"`
 	// Loaded is environment scope again while LoadWriters pipelines with a key of their own report
-	// attestations on the running artifacts back to back (ingest load), and LoadWrites how many
-	// were accepted during the phase. Every assert waits for the writes of its organization
+	// attestations on the running artifacts, LoadTarget a second between them (ingest load),
+	// and LoadWrites how many were accepted during the phase. Every assert waits for the writes of its organization
 	// acknowledged before it (read after write); in the distributed mode the writers use a second
 	// ingest process, so the readers wait for what another process acknowledged.
 	Loaded      Phase   `json:"assert_environment_loaded"`
 	LoadWriters int     `json:"load_writers"`
 	LoadWrites  int64   `json:"load_writes"`
 	LoadRate    float64 `json:"load_writes_per_second"`
+	LoadTarget  int     `json:"load_writes_per_second_sent_at_most"`
 	// Ratio is Environment over Bare, against RatioTarget; P99Met is Environment's p99 against AssertP99TargetMs.
 	Ratio       float64 `json:"environment_over_bare"`
 	RatioTarget float64 `json:"environment_over_bare_target"`
@@ -102,6 +103,11 @@ const assertArtifacts = 100
 // assertChurnInterval is the pace of the writer in the changing phase: 100 attestations a second,
 // each an evaluator commit, as a busy organization's pipelines would send.
 const assertChurnInterval = 10 * time.Millisecond
+
+// defaultAssertLoadRate is the ingest load of the loaded phase, in attestations a second over
+// all its writers (Config.AssertLoadRate): a fixed rate, so that the load is the same before and
+// after a change (writers back to back would go as fast as the readers leave them room).
+const defaultAssertLoadRate = 500
 
 // RunAssert measures assert against a baseline in the same run: a bare Huma GET, then the embedded product
 // answering asserts about artifacts running in an environment with three policies, in environment, flow and
@@ -201,8 +207,12 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 	res.Changing, res.Changes, res.ChurnPerSecond = changing, changes, float64(time.Second/assertChurnInterval)
 	fmt.Fprintf(cfg.Progress, "bench: assert in environment scope, evidence changing: %.0f/s, p99 %.2f ms, %d attestations accepted\n",
 		changing.PerSecond, changing.P99ms, changes)
-	res.LoadWriters = max(1, cfg.Concurrency/4)
-	res.Loaded, res.LoadWrites, err = assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps, res.LoadWriters, 0)
+	res.LoadWriters, res.LoadTarget = max(1, cfg.Concurrency/4), cfg.AssertLoadRate
+	if res.LoadTarget <= 0 {
+		res.LoadTarget = defaultAssertLoadRate
+	}
+	res.Loaded, res.LoadWrites, err = assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps, res.LoadWriters,
+		time.Duration(res.LoadWriters)*time.Second/time.Duration(res.LoadTarget))
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +350,9 @@ func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(
 	if base == "" {
 		base = pr.base
 	}
+	// The writers' own connections: sharing the readers' pool, they waited for one behind them.
+	wclient := newClient(writers)
+	defer wclient.CloseIdleConnections()
 	wctx, stop := context.WithCancel(ctx)
 	var changes atomic.Int64
 	var werrMu sync.Mutex
@@ -366,7 +379,7 @@ func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(
 				flow, trail := []string{"web", "api"}[i%len(fps)%2], fmt.Sprintf("trail-%d", i%len(fps)%10)
 				body, _ := json.Marshal(map[string]any{"attestation_name": "unit-tests", "artifact_fingerprint": fps[i%len(fps)],
 					"user_data": map[string]any{}, "junit_results": []map[string]any{{"name": "s", "failures": 0, "errors": 0}}})
-				err := call(wctx, pr.client, http.MethodPost, base+"/api/v2/attestations/"+benchOrg+"/"+flow+"/trail/"+trail+"/junit",
+				err := call(wctx, wclient, http.MethodPost, base+"/api/v2/attestations/"+benchOrg+"/"+flow+"/trail/"+trail+"/junit",
 					writer, 201, part{"data_json", "", body})
 				if err != nil {
 					if wctx.Err() == nil {
@@ -410,14 +423,15 @@ func (r *AssertResult) WriteTable(w io.Writer) error {
 	}{{"bare Huma GET (baseline)", r.Bare}, {"assert, environment scope", r.Environment}, {"assert, flow scope", r.Flow},
 		{"assert, policy scope (on the fly)", r.Policy},
 		{fmt.Sprintf("assert, environment, %.0f changes/s", r.ChurnPerSecond), r.Changing},
-		{fmt.Sprintf("assert, environment, %d writers", r.LoadWriters), r.Loaded}} {
+		{fmt.Sprintf("assert, environment, %d writes/s", r.LoadTarget), r.Loaded}} {
 		fmt.Fprintf(w, row, p.name, fmt.Sprintf("%.0f", p.PerSecond), fmt.Sprintf("%.2f", p.P50ms), fmt.Sprintf("%.2f", p.P90ms),
 			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors))
 		if p.FirstErr != "" {
 			fmt.Fprintf(w, "  first error: %s\n", p.FirstErr)
 		}
 	}
-	fmt.Fprintf(w, "ingest load of the last phase: %d writers, %.0f attestations/s accepted\n\n", r.LoadWriters, r.LoadRate)
+	fmt.Fprintf(w, "ingest load of the last phase: %d writers, %.0f attestations/s accepted (%d/s sent at most)\n\n", r.LoadWriters,
+		r.LoadRate, r.LoadTarget)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	verdict := map[bool]string{true: "met", false: "MISSED"}
 	fmt.Fprintf(tw, "environment-scope assert / bare GET\t%.2f (target >= %.1f: %s)\n", r.Ratio, r.RatioTarget, verdict[r.RatioMet])

@@ -63,6 +63,9 @@ type Config struct {
 	// Postgres, when set, makes RunAssert measure the distributed mode (ingest and evaluate on an
 	// in-process Kafka and a fresh schema of this PostgreSQL) instead of the embedded one.
 	Postgres string
+	// AssertLoadRate is the ingest load, in attestations a second, of RunAssert's phase under
+	// load (default 500).
+	AssertLoadRate int
 }
 
 // The phases of Run that Config.ProfilePhase can name.
