@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"hash/maphash"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/veritrail/veritrail/evaluate/store"
 )
 
 // Changes counts the commits of an evaluator running in this process, by what they changed.
@@ -30,6 +33,10 @@ type Changes struct {
 	// announcements are heard now (nothing kept is used while they are not).
 	announced bool
 	listening atomic.Bool
+	// watched says the counts move around the commits themselves (see Watch); committing counts
+	// the transactions between their two moves.
+	watched    bool
+	committing atomic.Int64
 }
 
 const (
@@ -79,11 +86,84 @@ func (c *Changes) Advance(orgs []string, artifacts map[string][]string) {
 	}
 }
 
-// stamp is the counts an answer about one artifact depends on.
-type stamp struct{ epoch, org, artifact uint64 }
+// stamp is the counts an answer about one artifact depends on; busy says a watched commit was
+// under way when they were read, so that an answer computed now may not be kept.
+type stamp struct {
+	epoch, org, artifact uint64
+	busy                 bool
+}
+
+func (s stamp) same(o stamp) bool {
+	return s.epoch == o.epoch && s.org == o.org && s.artifact == o.artifact
+}
 
 func (c *Changes) stamp(org, fingerprint string) stamp {
-	return stamp{c.epoch.Load(), c.orgs[c.slot(org, orgSlots)].Load(), c.artifacts[c.slot(org+"/"+fingerprint, artifactSlots)].Load()}
+	s := stamp{epoch: c.epoch.Load(), org: c.orgs[c.slot(org, orgSlots)].Load(),
+		artifact: c.artifacts[c.slot(org+"/"+fingerprint, artifactSlots)].Load()}
+	s.busy = c.committing.Load() > 0 // read after the counts: see Watch
+	return s
+}
+
+// Watch returns st with its transactions watched: one that announces changes (store.Tx.Announce)
+// advances the counts of what it names just before it commits and again after, and while a
+// transaction is between the two no answer is kept. So a reader that sees a commit reads counts
+// that have moved past every answer kept from before it, however soon after the commit it
+// reads, and nothing kept was computed on what the commit replaced: an answer kept at counts
+// read while no commit was under way was computed after every commit those counts include. The
+// embedded mode's evaluator writes through it; nothing kept then depends on how soon Evaluated
+// follows a commit.
+func (c *Changes) Watch(st store.Store) store.Store {
+	c.watched = true
+	return watchedStore{Store: st, c: c}
+}
+
+type watchedStore struct {
+	store.Store
+	c *Changes
+}
+
+func (s watchedStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	tx := &watchedTx{}
+	err := s.Store.Update(ctx, func(inner store.Tx) error {
+		tx.Tx, tx.orgs, tx.artifacts, tx.announced = inner, nil, nil, false
+		if err := fn(tx); err != nil || !tx.announced {
+			return err
+		}
+		if !tx.begun { // once, should the store run fn again
+			tx.begun = true
+			s.c.committing.Add(1)
+		}
+		s.c.Advance(tx.orgs, tx.artifacts)
+		return nil
+	})
+	if tx.begun {
+		s.c.Advance(tx.orgs, tx.artifacts)
+		s.c.committing.Add(-1)
+	}
+	return err
+}
+
+// watchedTx records what a transaction announces.
+type watchedTx struct {
+	store.Tx
+	orgs      []string
+	artifacts map[string][]string
+	announced bool
+	begun     bool
+}
+
+func (t *watchedTx) Announce(ctx context.Context, orgs []string, artifacts map[string][]string) error {
+	if len(orgs) > 0 || len(artifacts) > 0 {
+		t.announced = true
+		t.orgs = append(t.orgs, orgs...)
+		if t.artifacts == nil {
+			t.artifacts = map[string][]string{}
+		}
+		for org, fps := range artifacts {
+			t.artifacts[org] = append(t.artifacts[org], fps...)
+		}
+	}
+	return t.Tx.Announce(ctx, orgs, artifacts)
 }
 
 func (c *Changes) slot(s string, n int) int { return int(maphash.String(c.seed, s) % uint64(n)) }
@@ -138,7 +218,7 @@ func (c *answerCache) get(k answerKey, fresh bool) ([]byte, stamp, bool) {
 	if c.changes.announced && !c.changes.listening.Load() {
 		return nil, now, false
 	}
-	if a, ok := c.lru.Get(k); ok && a.at == now && !fresh {
+	if a, ok := c.lru.Get(k); ok && a.at.same(now) && !fresh {
 		return a.body, now, true
 	}
 	return nil, now, false
@@ -146,7 +226,7 @@ func (c *answerCache) get(k answerKey, fresh bool) ([]byte, stamp, bool) {
 
 // put keeps body as the answer to k computed at counts at.
 func (c *answerCache) put(k answerKey, at stamp, body []byte) {
-	if c.changes == nil || len(k.fingerprint) != 64 {
+	if c.changes == nil || len(k.fingerprint) != 64 || at.busy {
 		return
 	}
 	c.lru.Add(k, answer{at: at, body: body})

@@ -2,8 +2,11 @@ package ingest
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/veritrail/veritrail/evaluate/store"
 )
 
 func TestAnswerCache(t *testing.T) {
@@ -125,4 +128,78 @@ func TestAnswerCache(t *testing.T) {
 			t.Fatal("a cache without changes answered")
 		}
 	})
+}
+
+// commitStore is a store whose Update calls atCommit where a real one would commit.
+type commitStore struct {
+	store.Store
+	atCommit func()
+}
+
+func (s commitStore) Update(_ context.Context, fn func(store.Tx) error) error {
+	if err := fn(announceTx{}); err != nil {
+		return err
+	}
+	s.atCommit()
+	return nil
+}
+
+type announceTx struct{ store.Tx }
+
+func (announceTx) Announce(context.Context, []string, map[string][]string) error { return nil }
+
+// TestWatchedCommits: with the evaluator writing through Changes.Watch, an answer kept from
+// before a commit is not used by a reader that sees the commit, however soon after, and no answer
+// computed while a commit is under way is kept.
+func TestWatchedCommits(t *testing.T) {
+	fp := strings.Repeat("ab", 32)
+	k := newAnswerKey("org", fp, "", "prod", nil)
+	changes := NewChanges()
+	c := newAnswerCache(changes)
+	kept := func() bool {
+		_, _, ok := c.get(k, false)
+		return ok
+	}
+	fill := func(body string) {
+		_, at, _ := c.get(k, false)
+		c.put(k, at, []byte(body))
+	}
+	var duringCommit, keptDuring bool
+	st := changes.Watch(commitStore{atCommit: func() {
+		// The commit is under way (or just done, Evaluated not yet called): the answer from
+		// before is retired, and one computed now is not kept.
+		duringCommit = kept()
+		fill("computed during the commit")
+		keptDuring = kept()
+	}})
+	fill("before")
+	if !kept() {
+		t.Fatal("an answer was not kept with nothing under way")
+	}
+	err := st.Update(context.Background(), func(tx store.Tx) error {
+		return tx.Announce(context.Background(), nil, map[string][]string{"org": {fp}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if duringCommit {
+		t.Fatal("an answer from before a commit was used while it committed")
+	}
+	if keptDuring {
+		t.Fatal("an answer computed while a commit was under way was kept")
+	}
+	if kept() {
+		t.Fatal("an answer computed while a commit was under way is used after it")
+	}
+	fill("after")
+	if !kept() {
+		t.Fatal("an answer computed after the commit was not kept")
+	}
+	// A transaction that announces nothing moves nothing.
+	if err := st.Update(context.Background(), func(store.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !kept() {
+		t.Fatal("a commit that announced nothing retired an answer")
+	}
 }

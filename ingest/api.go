@@ -2,7 +2,8 @@
 // validates every request completely (a bad request is a 4xx naming the field, never a
 // half-applied change), stores attachments, and turns each accepted write into one message on
 // the bus; it answers 201 only once the bus has made that message durable. Reads are served
-// from the store after the caller's own pending writes have been applied (read your writes).
+// from the store once the organization's writes acknowledged before them are applied and
+// evaluated (read after write, for every client of the organization).
 package ingest
 
 import (
@@ -44,7 +45,7 @@ type Config struct {
 	MaxFileBytes int64
 	// MaxPartBytes bounds every other multipart part and JSON bodies.
 	MaxPartBytes int64
-	// ConsistencyWait bounds how long a read waits for the caller's own writes.
+	// ConsistencyWait bounds how long a read waits for the organization's writes in flight.
 	ConsistencyWait time.Duration
 	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
 	ConsistencyPoll time.Duration
@@ -95,9 +96,10 @@ type Deps struct {
 	Notifications NotificationLog
 	// Policies evaluates environment policies for assert and what-if; nil makes one with default options.
 	Policies *envpolicy.Engine
-	// Changes, when set, is advanced by an evaluator in this process after each commit (through
-	// API.Evaluated); asserts are then answered from memory while what they depend on stands
-	// still. Nil when the evaluator runs elsewhere: every assert reads the store.
+	// Changes, when set, is advanced by an evaluator in this process (around each commit when
+	// the evaluator writes through Changes.Watch, else after it through API.Evaluated), or by
+	// announcements of one elsewhere; asserts are then answered from memory while what they
+	// depend on stands still. Nil: every assert reads the store.
 	Changes *Changes
 	// Ready are the dependencies /ready answers for (the store, the bus); none: always ready.
 	Ready []ReadyCheck
@@ -107,6 +109,9 @@ type Deps struct {
 	Classify func(error) store.ErrorClass
 	// Resolver resolves the host names of notification targets; nil is net.DefaultResolver.
 	Resolver Resolver
+	// Peers, when set, extends read after write to the writes of other ingest processes (the
+	// distributed mode); nil when this process is the only one publishing (embedded).
+	Peers *Peers
 }
 
 // Resolver resolves host names; *net.Resolver is one.
@@ -122,6 +127,7 @@ type API struct {
 	blobs   blobs.Store
 	log     *slog.Logger
 	tracker *Tracker
+	peers   *Peers
 	huma    huma.API
 	mux     *chi.Mux
 	types   *typeCache
@@ -166,6 +172,10 @@ func New(cfg Config, d Deps) *API {
 		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
 		resolver: d.Resolver}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+	if d.Peers != nil {
+		d.Peers.tracker = a.tracker
+		a.peers = d.Peers
+	}
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
 	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
@@ -237,8 +247,8 @@ func (a *API) Tracker() *Tracker { return a.tracker }
 // changed (see Changes.Advance): it advances Deps.Changes before it wakes the read-your-writes
 // waiters, so that a reader woken by a commit never gets an answer computed before it.
 func (a *API) Evaluated(orgs []string, artifacts map[string][]string) {
-	if a.answers.changes != nil {
-		a.answers.changes.Advance(orgs, artifacts)
+	if c := a.answers.changes; c != nil && !c.watched { // watched counts moved with the commit
+		c.Advance(orgs, artifacts)
 	}
 	a.tracker.Notify()
 }
@@ -335,22 +345,41 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 	msg.Metadata.Set(contract.MetaKind, string(env.Kind))
 	msg.Metadata.Set(contract.MetaOrg, env.OrgID)
 	msg.Metadata.Set(contract.MetaSchema, fmt.Sprint(contract.SchemaVersion))
+	if a.peers != nil {
+		// Other ingest processes' readers must know this organization has writes in flight here
+		// before the 201.
+		done, err := a.peers.Publishing(ctx, p.Org.ID)
+		if err != nil {
+			a.log.Error("ingest: marking writes in flight failed", "org", p.Org.ID, "err", err)
+			return apiError(http.StatusServiceUnavailable, "Could not record the request durably; please retry")
+		}
+		defer done() // after Published below
+	}
 	if err := a.pub.Publish(contract.TopicEvidence, msg); err != nil {
 		a.log.Error("ingest: publish failed", "kind", env.Kind, "err", err)
 		return unavailable("Could not record the request durably; please retry")
 	}
-	a.tracker.Published(p.KeyID, env.ID)
+	a.tracker.Published(p.Org.ID, env.ID)
 	return nil
 }
 
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
 
-// lookup runs find, and when it finds nothing waits once for the caller's own pending writes
-// and tries again: a flow created a moment ago by the same pipeline must be found.
+// awaitWrites waits until the organization's writes acknowledged before the call are visible
+// (read after write, for every client of the organization), here and at the other ingest
+// processes, and reports whether any were in flight.
+func (a *API) awaitWrites(ctx context.Context, p *Principal) bool {
+	local := a.tracker.Wait(ctx, p.Org.ID)
+	remote := a.peers != nil && a.peers.Wait(ctx, p.Org.ID, time.Now().Add(a.cfg.ConsistencyWait))
+	return local || remote
+}
+
+// lookup runs find, and when it finds nothing waits once for the organization's writes in
+// flight and tries again: a flow created a moment ago by another job of the pipeline must be
+// found.
 func lookup[T any](ctx context.Context, a *API, p *Principal, find func() (T, error)) (T, error) {
 	v, err := find()
-	if errors.Is(err, store.ErrNotFound) && a.tracker.Pending(p.KeyID) > 0 {
-		a.tracker.Wait(ctx, p.KeyID)
+	if errors.Is(err, store.ErrNotFound) && a.awaitWrites(ctx, p) {
 		v, err = find()
 	}
 	return v, err

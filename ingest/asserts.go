@@ -107,10 +107,12 @@ func (a *API) registerAsserts() {
 	huma.Register(a.huma, o, func(ctx context.Context, in *assertInput) (*assertOutput, error) {
 		p := principalFrom(ctx)
 		key := newAnswerKey(p.Org.ID, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
-		// A key whose writes became visible lately gets its answer computed afresh: its read may
-		// have found them visible before the counts moved (they move after the commit, in this
-		// process a moment later, through announcements a few milliseconds later).
-		fresh := a.answers.changes != nil && !p.Anonymous && a.tracker.WritesFresh(p.KeyID, announcementLag)
+		// Counts that move after the commit (Evaluated; announcements, a few milliseconds later)
+		// may not have moved yet for writes a read found visible: an organization whose writes
+		// became visible lately, here or at another ingest process, gets its answers computed
+		// afresh. Watched counts need not.
+		c := a.answers.changes
+		fresh := c != nil && !c.watched && (awaited(ctx) || a.tracker.WritesFresh(p.Org.ID, announcementLag))
 		body, at, ok := a.answers.get(key, fresh)
 		if !ok {
 			res, err := a.assert(ctx, p, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)

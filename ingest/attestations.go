@@ -321,8 +321,8 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 		return nil, err
 	}
 	if att.control != "" {
-		// Decisions are rare: see the caller's own control changes (an archive just before) first.
-		a.tracker.Wait(ctx, p.KeyID)
+		// Decisions are rare: see the organization's control changes (an archive just before) first.
+		a.awaitWrites(ctx, p)
 		ctl, err := a.controlByID(ctx, p, att.control)
 		if err != nil {
 			return nil, err

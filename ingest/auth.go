@@ -92,6 +92,15 @@ func principalFrom(ctx context.Context) *Principal {
 	return p
 }
 
+// awaitedKey marks a read that waited for writes of its organization.
+type awaitedKey struct{}
+
+// awaited reports whether the read being handled waited for writes of its organization.
+func awaited(ctx context.Context) bool {
+	b, _ := ctx.Value(awaitedKey{}).(bool)
+	return b
+}
+
 // HashKey is how API keys are stored: the SHA-256 of the secret. Secrets are long random
 // strings, so a fast hash loses nothing against guessing and keeps lookups indexable.
 func HashKey(secret string) []byte {
@@ -117,8 +126,8 @@ func bearer(h string) string {
 
 // authorize is the one authorization hook: it authenticates the key (or admits an anonymous
 // reader of a public organization), resolves the organization in the path, checks the
-// operation's declared privilege, and then waits for the caller's own pending writes before a
-// read (read your writes). Nothing a handler does happens before these checks pass.
+// operation's declared privilege, and then waits for the organization's writes in flight before
+// a read (read after write). Nothing a handler does happens before these checks pass.
 func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 	o := ctx.Operation()
 	need, _ := o.Metadata[privilegeKey].(Privilege)
@@ -139,10 +148,11 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 		a.writeErr(ctx, apiError(http.StatusForbidden, "Access denied: this operation needs the %s privilege in organization '%s'", need, p.Org.Name))
 		return
 	}
-	// Reads (GET, whatever privilege they need) wait for the caller's writes; writes are audited.
+	// Reads (GET, whatever privilege they need, anonymous ones too) wait for the organization's
+	// writes acknowledged before them; writes are audited.
 	if o.Method == http.MethodGet {
-		if !p.Anonymous {
-			a.tracker.Wait(ctx.Context(), p.KeyID)
+		if a.awaitWrites(ctx.Context(), p) {
+			ctx = huma.WithValue(ctx, awaitedKey{}, true)
 		}
 	} else {
 		done, refused := a.limits.startWrite(p.KeyID, p.Org.ID)

@@ -103,7 +103,7 @@ func (a *API) registerControls() {
 			return nil, err
 		}
 		// Identifiers stay taken after archiving: decisions recorded against one keep their meaning.
-		// lookup waits for the caller's own pending writes on a miss, so a create right after a create conflicts.
+		// lookup waits for the organization's writes in flight on a miss, so a create right after a create conflicts.
 		switch _, err := lookup(ctx, a, p, func() (store.Control, error) { return a.store.Control(ctx, p.Org.ID, b.Identifier) }); {
 		case err == nil:
 			return nil, apiError(http.StatusConflict, "A control with identifier '%s' already exists in organization '%s'", b.Identifier, p.Org.Name)

@@ -334,12 +334,12 @@ func (a *API) notificationRuleByNumber(ctx context.Context, p *Principal, n int6
 	return r, nil
 }
 
-// appliedRule waits for the caller's writes (the rule just published among them) and reads the
+// appliedRule waits for the organization's writes (the rule just published among them) and reads the
 // rule back, so that a create answers with the number the evaluator gave it. Past the
 // consistency wait the rule is shown as sent, with number 0: it is durable and gets its number
 // once the evaluator catches up.
 func (a *API) appliedRule(ctx context.Context, p *Principal, rule *contract.NotificationRule) (EnvironmentNotificationView, error) {
-	a.tracker.Wait(ctx, p.KeyID)
+	a.awaitWrites(ctx, p)
 	stored, err := a.store.NotificationRuleByID(ctx, p.Org.ID, rule.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		a.log.Warn("ingest: notification rule not applied within the consistency wait; answering without its number", "rule", rule.ID)

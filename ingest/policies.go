@@ -125,7 +125,7 @@ func (a *API) readPolicyFile(ctx context.Context, p *Principal, f *form, typ str
 		out.policy, err = envpolicy.ParseRego(content)
 	} else {
 		// Controls the caller created a moment ago must be found.
-		a.tracker.Wait(ctx, p.KeyID)
+		a.awaitWrites(ctx, p)
 		var storeErr error
 		out.policy, err = envpolicy.Parse(content, envpolicy.ParseOptions{ControlExists: func(id string) bool {
 			_, err := a.store.Control(ctx, p.Org.ID, id)
@@ -276,8 +276,8 @@ func (a *API) putPolicy(ctx context.Context, contentType string, body []byte, na
 	if err != nil {
 		return nil, err
 	}
-	// The caller's own earlier versions decide whether this one is new.
-	a.tracker.Wait(ctx, p.KeyID)
+	// The organization's earlier versions (acknowledged before this request) decide whether this one is new.
+	a.awaitWrites(ctx, p)
 	existing, err := a.store.Policy(ctx, p.Org.ID, name)
 	created := errors.Is(err, store.ErrNotFound)
 	if err != nil && !created {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,18 @@ func (f *fakeVisibility) Visible(_ context.Context, ids []string) (bool, error) 
 	return true, nil
 }
 
+// Evaluated treats a trail as an ID "trail@generation" made visible by show.
+func (f *fakeVisibility) Evaluated(_ context.Context, gens map[string]int64) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for trail, gen := range gens {
+		if !f.visible[trail+"@"+strconv.FormatInt(gen, 10)] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func (f *fakeVisibility) show(ids ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -43,48 +56,142 @@ func newTestTracker(v Visibility) *Tracker {
 	return NewTracker(v, 2*time.Second, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
-func TestTrackerWaitsForOwnWritesOnly(t *testing.T) {
-	v := &fakeVisibility{visible: map[string]bool{}}
-	tr := newTestTracker(v)
-	tr.Published("alice", "m1")
-	start := time.Now()
-	tr.Wait(context.Background(), "bob") // bob has nothing pending
-	if time.Since(start) > 100*time.Millisecond {
-		t.Fatal("a key waited for another key's writes")
-	}
-	done := make(chan struct{})
-	go func() { tr.Wait(context.Background(), "alice"); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("alice's read did not wait for her write")
-	case <-time.After(50 * time.Millisecond):
-	}
-	v.show("m1")
-	tr.Notify()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		t.Fatal("alice's read still waits after her write became visible")
-	}
-	if tr.Pending("alice") != 0 {
-		t.Fatalf("pending %d after visibility", tr.Pending("alice"))
+// waitFor polls cond until it holds, failing the test after a generous bound.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
-// TestTrackerPrunesInChunks: a key that only writes keeps a bounded list and bounded queries,
-// and makes progress as the oldest writes become visible.
+// TestTrackerWaitsForTheOrganization: a read waits for every write of its organization, whoever
+// made it, and for nothing of another organization.
+func TestTrackerWaitsForTheOrganization(t *testing.T) {
+	v := &fakeVisibility{visible: map[string]bool{}}
+	tr := newTestTracker(v)
+	tr.Published("acme", "m1")
+	if tr.Wait(context.Background(), "globex") { // nothing of globex in flight: no wait, no query
+		t.Fatal("a read waited for another organization's writes")
+	}
+	done := make(chan bool)
+	go func() { done <- tr.Wait(context.Background(), "acme") }()
+	waitFor(t, "the read to wait", func() bool { return tr.Waiting() == 1 })
+	select {
+	case <-done:
+		t.Fatal("the read did not wait for its organization's write")
+	default:
+	}
+	v.show("m1")
+	tr.Notify()
+	if !<-done {
+		t.Fatal("Wait reported nothing in flight")
+	}
+	if tr.Pending("acme") != 0 {
+		t.Fatalf("pending %d after visibility", tr.Pending("acme"))
+	}
+}
+
+// TestTrackerWaitsForEvaluations: a trail left dirty by a previous process holds its
+// organization's reads until it is evaluated at the generation given, with the messages around it.
+func TestTrackerWaitsForEvaluations(t *testing.T) {
+	v := &fakeVisibility{visible: map[string]bool{}}
+	tr := newTestTracker(v)
+	tr.Published("acme", "m1")
+	tr.Unevaluated("acme", "tr-1", 7)
+	tr.Published("acme", "m2")
+	v.show("m1", "m2")
+	if tr.settle(context.Background(), "acme", math.MaxUint64) {
+		t.Fatal("settled with a trail not evaluated")
+	}
+	v.show("tr-1@7")
+	if !tr.settle(context.Background(), "acme", math.MaxUint64) || tr.Pending("acme") != 0 {
+		t.Fatalf("not settled once the trail was evaluated: %d pending", tr.Pending("acme"))
+	}
+}
+
+// TestTrackerWaitsOnlyForEarlierWrites: a read waits for the writes published before it started,
+// not for those published while it waits, so a steady stream of writes cannot starve it.
+func TestTrackerWaitsOnlyForEarlierWrites(t *testing.T) {
+	v := &fakeVisibility{visible: map[string]bool{}}
+	tr := newTestTracker(v)
+	tr.Published("acme", "before")
+	done := make(chan struct{})
+	go func() { tr.Wait(context.Background(), "acme"); close(done) }()
+	waitFor(t, "the read to wait", func() bool { return tr.Waiting() == 1 })
+	tr.Published("acme", "after") // never becomes visible
+	v.show("before")
+	tr.Notify()
+	select {
+	case <-done:
+	case <-time.After(time.Second): // the wait's own bound is 2 s
+		t.Fatal("the read waits for a write published after it started")
+	}
+	if n := tr.Pending("acme"); n != 1 {
+		t.Fatalf("pending %d, want the later write", n)
+	}
+}
+
+// concurrentVisibility blocks every Visible call until released and records how many ran at once.
+type concurrentVisibility struct {
+	fakeVisibility
+	release chan struct{}
+	mu      sync.Mutex
+	now     int
+	most    int
+	calls   int
+}
+
+func (c *concurrentVisibility) Visible(ctx context.Context, ids []string) (bool, error) {
+	c.mu.Lock()
+	c.now++
+	c.calls++
+	c.most = max(c.most, c.now)
+	c.mu.Unlock()
+	<-c.release
+	c.mu.Lock()
+	c.now--
+	c.mu.Unlock()
+	return c.fakeVisibility.Visible(ctx, ids)
+}
+
+// TestTrackerAsksOncePerOrganization: many readers of one organization share one visibility
+// query at a time instead of each asking the store.
+func TestTrackerAsksOncePerOrganization(t *testing.T) {
+	v := &concurrentVisibility{fakeVisibility: fakeVisibility{visible: map[string]bool{}}, release: make(chan struct{})}
+	tr := newTestTracker(v)
+	tr.Published("acme", "m1")
+	const readers = 8
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() { tr.Wait(context.Background(), "acme") })
+	}
+	waitFor(t, "the readers to wait", func() bool { return tr.Waiting() == readers })
+	v.show("m1")
+	close(v.release)
+	wg.Wait()
+	if v.most != 1 {
+		t.Fatalf("%d visibility queries ran at once for one organization", v.most)
+	}
+}
+
+// TestTrackerPrunesInChunks: an organization that only writes keeps a bounded list and bounded
+// queries, and makes progress as the oldest writes become visible.
 func TestTrackerPrunesInChunks(t *testing.T) {
 	v := &fakeVisibility{visible: map[string]bool{}}
 	tr := newTestTracker(v)
 	var ids []string
 	for i := range 5 * pruneChunk {
-		id := "m" + string(rune('a'+i%26)) + time.Duration(i).String()
+		id := "m" + strconv.Itoa(i)
 		ids = append(ids, id)
 		tr.Published("ci", id)
 	}
 	v.show(ids[:3*pruneChunk]...)
 	tr.Published("ci", "last")
-	if !tr.prune(context.Background(), "ci") && tr.Pending("ci") != 2*pruneChunk+1 {
+	if tr.settle(context.Background(), "ci", math.MaxUint64) || tr.Pending("ci") != 2*pruneChunk+1 {
 		t.Fatalf("pending %d, want %d after the visible prefix was pruned", tr.Pending("ci"), 2*pruneChunk+1)
 	}
 	if v.largest > pruneChunk {
@@ -103,29 +210,31 @@ func TestTrackerWaitIsBounded(t *testing.T) {
 	}
 }
 
-// TestTrackerWritesFresh: a key's writes count as fresh while pending and for a while after they are found visible.
+// TestTrackerWritesFresh: an organization's writes count as fresh while pending and for a while
+// after they are found visible.
 func TestTrackerWritesFresh(t *testing.T) {
 	v := &fakeVisibility{visible: map[string]bool{}}
 	tr := newTestTracker(v)
-	if tr.WritesFresh("alice", time.Hour) {
-		t.Fatal("a key that never wrote has fresh writes")
+	if tr.WritesFresh("acme", time.Hour) {
+		t.Fatal("an organization that never wrote has fresh writes")
 	}
-	tr.Published("alice", "m1")
-	if !tr.WritesFresh("alice", 0) {
+	tr.Published("acme", "m1")
+	if !tr.WritesFresh("acme", 0) {
 		t.Fatal("a pending write is not fresh")
 	}
 	v.show("m1")
-	tr.Wait(context.Background(), "alice")
-	if !tr.WritesFresh("alice", time.Hour) {
+	tr.Wait(context.Background(), "acme")
+	if !tr.WritesFresh("acme", time.Hour) {
 		t.Fatal("a write just found visible is not fresh")
 	}
-	if tr.WritesFresh("alice", 0) || tr.WritesFresh("bob", time.Hour) {
-		t.Fatal("writes stay fresh past the window, or for another key")
+	if tr.WritesFresh("acme", 0) || tr.WritesFresh("globex", time.Hour) {
+		t.Fatal("writes stay fresh past the window, or for another organization")
 	}
 }
 
-// TestTrackerBoundsAWriterThatNeverReads: with nothing becoming visible, a key's list stays within
-// maxPending, keeps the newest writes, and the loss is logged now and then, not at every prune.
+// TestTrackerBoundsAWriterThatNeverReads: with nothing becoming visible, an organization's list
+// stays within maxPending, keeps the newest writes, and the loss is logged now and then, not at
+// every prune.
 func TestTrackerBoundsAWriterThatNeverReads(t *testing.T) {
 	var logged bytes.Buffer
 	tr := NewTracker(&fakeVisibility{visible: map[string]bool{}}, time.Second, time.Millisecond,
@@ -134,12 +243,12 @@ func TestTrackerBoundsAWriterThatNeverReads(t *testing.T) {
 	for i := range writes {
 		tr.Published("ci", strconv.Itoa(i))
 	}
-	list := tr.pending["ci"]
+	list := tr.orgs["ci"].pending
 	if len(list) > maxPending || len(list) < keepPending {
 		t.Fatalf("%d writes pending, want between %d and %d", len(list), keepPending, maxPending)
 	}
-	if last := list[len(list)-1]; last != strconv.Itoa(writes-1) {
-		t.Fatalf("newest pending write %s, want %d", last, writes-1)
+	if last := list[len(list)-1]; last.id != strconv.Itoa(writes-1) {
+		t.Fatalf("newest pending write %s, want %d", last.id, writes-1)
 	}
 	if n := strings.Count(logged.String(), "too many pending writes"); n == 0 || n > writes/(maxPending-keepPending)+1 {
 		t.Fatalf("the loss was logged %d times for %d writes", n, writes)

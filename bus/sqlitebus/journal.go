@@ -181,9 +181,15 @@ func (j *journal) recover(pos journalPosition) error {
 
 // pendingMessages counts the unmoved messages by topic.
 func (j *journal) pendingMessages() map[string]int {
+	counts := map[string]int{}
+	j.eachPending(func(rec journalRecord) { counts[rec.topic] += len(rec.msgs) })
+	return counts
+}
+
+// eachPending calls fn for each unmoved record, in journal order.
+func (j *journal) eachPending(fn func(journalRecord)) {
 	j.pmu.Lock()
 	defer j.pmu.Unlock()
-	counts := map[string]int{}
 	off := j.headDone
 	for _, c := range j.pending {
 		for off < len(c.data) {
@@ -191,12 +197,11 @@ func (j *journal) pendingMessages() map[string]int {
 			if !ok {
 				break
 			}
-			counts[rec.topic] += len(rec.msgs)
+			fn(rec)
 			off += n
 		}
 		off = 0
 	}
-	return counts
 }
 
 // reset empties the file to a header of epoch. The caller holds mu or owns j.

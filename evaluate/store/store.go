@@ -309,8 +309,22 @@ type Reader interface {
 	DirtyGeneration(ctx context.Context, trailID string) (int64, error)
 
 	// Visible reports whether every message ID has been applied and the trails they touched
-	// evaluated since: the condition "read your writes" waits for.
+	// evaluated since: the condition "read your writes" waits for. One evaluation of a trail
+	// saved after a message was applied makes it visible, whatever was applied to the trail
+	// later, so a steady stream of writes to a trail cannot keep a reader waiting.
 	Visible(ctx context.Context, ids []string) (bool, error)
+	// PendingEvaluations lists the dirty trails of organization orgID (of every organization when
+	// orgID is empty) with the dirt generation each must be evaluated at.
+	PendingEvaluations(ctx context.Context, orgID string) ([]DirtyTrail, error)
+	// Evaluated reports whether every trail (trail ID -> generation) has been evaluated at that
+	// dirt generation or a later one, as Visible judges a message's trail.
+	Evaluated(ctx context.Context, generations map[string]int64) (bool, error)
+}
+
+// DirtyTrail is a trail waiting for evaluation (see Reader.PendingEvaluations).
+type DirtyTrail struct {
+	TrailID, OrgID string
+	Generation     int64
 }
 
 // Tx is one evaluator transaction: all of a message is applied, or none of it.
@@ -318,6 +332,8 @@ type Tx interface {
 	Reader
 	// Applied reports whether message id was applied before (redelivery).
 	Applied(ctx context.Context, id string) (bool, error)
+	// MarkApplied records message id as applied. It comes after MarkDirty of trailID in the
+	// same transaction: it records the generation the message is visible at (see Visible).
 	MarkApplied(ctx context.Context, id, trailID string, at float64) error
 	// AppliedAmong answers which of ids are applied, in one round trip per 30,000 IDs.
 	AppliedAmong(ctx context.Context, ids []string) (map[string]bool, error)
@@ -352,6 +368,8 @@ type Tx interface {
 	Announce(ctx context.Context, orgs []string, artifacts map[string][]string) error
 	// MarkDirtyAll is MarkDirty for distinct trails, in one statement per few thousand.
 	MarkDirtyAll(ctx context.Context, trailIDs []string) error
+	// ClearDirty records that the trail was evaluated at generation: it is clean when nothing
+	// dirtied it since, and its messages up to generation are visible either way.
 	ClearDirty(ctx context.Context, trailID string, generation int64) error
 	// ClearDirtyAll is ClearDirty for several trails (trail ID -> generation evaluated).
 	ClearDirtyAll(ctx context.Context, generations map[string]int64) error
@@ -397,12 +415,42 @@ type Admin interface {
 	Wipe(ctx context.Context) error
 }
 
+// Progress is what read after write needs beyond one process's memory, in the distributed
+// mode: how far the evaluator has applied each partition of a bus topic, and which ingest
+// processes have writes of an organization in flight. Times are Unix seconds of the callers'
+// clocks.
+type Progress interface {
+	// AdvancePositions records that every message of topic's partitions before the offsets
+	// given (partition -> next offset) is applied. A position never moves back.
+	AdvancePositions(ctx context.Context, topic string, next map[int32]int64) error
+	// Positions is what AdvancePositions recorded for topic (partition -> next offset).
+	Positions(ctx context.Context, topic string) (map[int32]int64, error)
+	// MarkInFlight records that process has writes of orgID in flight, until a time it renews.
+	MarkInFlight(ctx context.Context, orgID, process string, until float64) error
+	// RenewInFlight moves every mark of process to until.
+	RenewInFlight(ctx context.Context, process string, until float64) error
+	// ClearInFlight removes process's mark of orgID.
+	ClearInFlight(ctx context.Context, orgID, process string) error
+	// InFlight lists the marks of orgID.
+	InFlight(ctx context.Context, orgID string) ([]InFlightMark, error)
+	// ClearExpiredInFlight removes process's mark of orgID if it ran out before the time given
+	// (the process stopped renewing it).
+	ClearExpiredInFlight(ctx context.Context, orgID, process string, before float64) error
+}
+
+// InFlightMark says an ingest process has writes of an organization in flight.
+type InFlightMark struct {
+	OrgID, Process string
+	Until          float64
+}
+
 // Store is a complete adapter.
 type Store interface {
 	Reader
 	Admin
 	IdentityStore
 	TriggerOutbox
+	Progress
 	// Update runs fn in one transaction, committing when it returns nil.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// DirtyTrails lists trails waiting for evaluation (after a crash, nobody remembers them).

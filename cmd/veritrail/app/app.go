@@ -16,6 +16,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/veritrail/veritrail/bus/batch"
@@ -63,6 +64,9 @@ type Config struct {
 	// Resolver resolves notification targets' host names when rules are written; nil is the
 	// system's. Tests give one that needs no DNS.
 	Resolver ingest.Resolver
+	// holdEvaluator, when set, delays the embedded evaluator until it is closed: tests use it to
+	// read while a backlog is certainly not applied.
+	holdEvaluator <-chan struct{}
 }
 
 // ingestConfig is the ingest tier's section with the settings it shares with other tiers.
@@ -156,19 +160,37 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := bootstrap(ctx, st, cfg, true, os.Stdout); err != nil {
 		return fail(err)
 	}
+	// The evaluator's commits move the counts assert answers are kept by, around each commit.
+	changes := ingest.NewChanges()
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
-		Changes: ingest.NewChanges(), Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify,
+		Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify,
 		Resolver: cfg.Resolver})
 	r.API = api
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
-		Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
+		Store: changes.Watch(st), Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
 		Triggered: runRelay(ctx, r, cfg, st, pub, log),
 	})
 	if err != nil {
 		return fail(err)
 	}
-	if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
+	// Before anything serves: the first reads wait for what the previous process acknowledged and
+	// did not finish.
+	if err := awaitBacklog(ctx, bus, st, api.Tracker(), log); err != nil {
 		return fail(err)
+	}
+	if cfg.holdEvaluator == nil {
+		if err := runEvaluator(ctx, r, ev, ev.HandleBatch, sub, log); err != nil {
+			return fail(err)
+		}
+	} else {
+		r.group.Go(func() error {
+			select {
+			case <-cfg.holdEvaluator:
+				return runEvaluator(ctx, r, ev, ev.HandleBatch, sub, log)
+			case <-ctx.Done():
+				return nil
+			}
+		})
 	}
 	if err := runNotify(ctx, r, cfg, st, notifySub, log); err != nil {
 		return fail(err)
@@ -185,6 +207,36 @@ func newAPI(cfg Config, d ingest.Deps) *ingest.API {
 		cfg.ingestDeps(&d)
 	}
 	return ingest.New(cfg.ingestConfig(), d)
+}
+
+// awaitBacklog makes reads wait for what a previous process on the data directory acknowledged
+// and did not finish before it stopped (a kill -9 right after a 201): the evidence messages the
+// evaluator's group has not acked, in the bus's journal or its table, and the trails it applied
+// messages to without evaluating them. Each organization's reads wait for its own, and only
+// until they are applied and evaluated.
+func awaitBacklog(ctx context.Context, bus *sqlitebus.Bus, st store.Store, tr *ingest.Tracker, log *slog.Logger) error {
+	messages := 0
+	err := bus.Unacked(ctx, EvaluatorGroup, contract.TopicEvidence, func(id string, md message.Metadata) error {
+		if org := md.Get(contract.MetaOrg); org != "" {
+			tr.Published(org, id)
+			messages++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the evaluator's backlog: %w", err)
+	}
+	dirty, err := st.PendingEvaluations(ctx, "")
+	if err != nil {
+		return fmt.Errorf("read the trails awaiting evaluation: %w", err)
+	}
+	for _, d := range dirty {
+		tr.Unevaluated(d.OrgID, d.TrailID, d.Generation)
+	}
+	if messages > 0 || len(dirty) > 0 {
+		log.Info("veritrail: reads wait for the backlog left by the previous process", "messages", messages, "trails", len(dirty))
+	}
+	return nil
 }
 
 // StartIngest runs the ingest tier on Kafka and PostgreSQL.
@@ -214,10 +266,24 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	// while nothing they depend on was announced.
 	changes := ingest.NewAnnouncedChanges()
 	go st.ListenChanges(ctx, changes, log)
+	// Reads here wait for what other ingest processes acknowledged: their marks in the store,
+	// the bus's end offsets, the evaluator's positions.
+	offsets, err := kafkabus.NewOffsets(cfg.Kafka)
+	if err != nil {
+		return fail(err)
+	}
+	r.onClose(offsets.Close)
+	ends := func(ctx context.Context) (map[int32]int64, error) { return offsets.End(ctx, contract.TopicEvidence) }
+	peers := ingest.NewPeers(ingest.PeersConfig{Process: uuid.NewString(), Store: st, Topic: contract.TopicEvidence, EndOffsets: ends,
+		Poll: cfg.Ingest.ConsistencyPoll, Log: log})
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
-		Notifications: st, Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, Classify: st.Classify,
-		Resolver: cfg.Resolver})
+		Notifications: st, Changes: changes, Peers: peers, Classify: st.Classify, Resolver: cfg.Resolver,
+		Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}})
 	r.API = api
+	r.group.Go(func() error {
+		peers.Run(ctx)
+		return nil
+	})
 	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
 		return fail(err)
 	}
@@ -262,7 +328,15 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := runEvaluator(ctx, r, ev, sub, log); err != nil {
+	// How far each partition is applied, for reads at the ingest processes (read after write).
+	positions := newPositionRecorder(st, contract.TopicEvidence, log)
+	r.group.Go(func() error { return positions.run(ctx) })
+	handle := func(ctx context.Context, msgs []*message.Message) (int, error) {
+		n, err := ev.HandleBatch(ctx, msgs)
+		positions.handled(msgs[:n])
+		return n, err
+	}
+	if err := runEvaluator(ctx, r, ev, handle, sub, log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -289,7 +363,7 @@ func openPostgres(ctx context.Context, r *Running, cfg Config) (*sqlstore.Store,
 // recovery) and runs the evaluation loop and the replays of rejected messages beside it. A batch
 // is applied in one transaction: up to the subscriber's window of messages (on Kafka, a window
 // per partition).
-func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub message.Subscriber, log *slog.Logger) error {
+func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, handle batch.Handler, sub message.Subscriber, log *slog.Logger) error {
 	msgs, err := sub.Subscribe(ctx, contract.TopicEvidence)
 	if err != nil {
 		return fmt.Errorf("evaluate: subscribe to %s: %w", contract.TopicEvidence, err)
@@ -298,7 +372,7 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, sub m
 	r.group.Go(func() error { return ev.Run(ctx) })
 	r.group.Go(func() error { return ev.RunReplays(ctx) })
 	r.group.Go(func() error {
-		batch.Consume(ctx, msgs, batch.Config{MaxBatch: evaluateBatch}, ev.HandleBatch, log)
+		batch.Consume(ctx, msgs, batch.Config{MaxBatch: evaluateBatch}, handle, log)
 		if ctx.Err() == nil {
 			return fmt.Errorf("evaluate: the subscription to %s ended", contract.TopicEvidence)
 		}

@@ -13,18 +13,23 @@ import (
 	"net/textproto"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
 )
 
 // The crash test re-executes the test binary as a child running StartEmbedded, so that it can
 // kill -9 a real process and not merely cancel a context.
 const (
-	crashChildDirEnv = "VERITRAIL_CRASH_CHILD_DIR"
-	crashAddrPrefix  = "veritrail-crash-child-addr="
+	crashChildDirEnv  = "VERITRAIL_CRASH_CHILD_DIR"
+	crashChildHoldEnv = "VERITRAIL_CRASH_CHILD_HOLD_EVALUATOR"
+	crashAddrPrefix   = "veritrail-crash-child-addr="
 
 	crashFlow     = "crash"
 	crashTrail    = "t1"
@@ -48,6 +53,9 @@ func TestCrashChild(t *testing.T) {
 	}()
 	cfg := baseConfig()
 	cfg.DataDir = dir
+	if os.Getenv(crashChildHoldEnv) != "" {
+		cfg.holdEvaluator = make(chan struct{}) // never applies anything
+	}
 	r, err := StartEmbedded(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("child: start: %v", err)
@@ -161,6 +169,195 @@ func TestCrashKeepsEvery201(t *testing.T) {
 	}
 }
 
+// TestCrashReadAfterRestart checks read after write across a crash: attestations answered 201
+// by a process killed with SIGKILL before it applied them are seen by the first read of another
+// key after the restart. The child never applies anything and the restarted process holds its
+// evaluator back until the read is waiting, so the backlog is certainly unapplied when the read
+// starts; the read must wait for it, then see every acknowledged attestation in the trail's
+// compliance.
+func TestCrashReadAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := baseConfig()
+	cfg.DataDir = dir
+	cfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The flow and trail, applied by a first process on the data directory.
+	r, err := StartEmbedded(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKosli(t, "http://"+r.Addr+"/api/v2", testToken)
+	k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json",
+		map[string]any{"name": crashFlow, "description": "crash test"},
+		file{"template_file", "template.yml", []byte(crashTemplate)}).want(t, http.StatusCreated)
+	k.multipart(http.MethodPut, "/trails/"+testOrg+"/"+crashFlow, "data_json",
+		map[string]any{"name": crashTrail, "user_data": map[string]any{}}).want(t, http.StatusCreated)
+	k.get("/trails/"+testOrg+"/"+crashFlow+"/"+crashTrail).want(t, http.StatusOK)
+	reader := NewSecret()
+	if err := CreateOrgKey(context.Background(), r.Store, mustOrg(t, r.Store, testOrg), "deploy", store.RoleReader, reader); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	child := startCrashChild(t, dir, crashChildHoldEnv+"=1")
+	accepted, unexpected := floodAndKill(t, child)
+	for _, u := range unexpected {
+		t.Errorf("before the kill: %s", u)
+	}
+	if len(accepted) == 0 {
+		t.Fatal("no attestation was accepted before the kill")
+	}
+
+	hold := make(chan struct{})
+	cfg.holdEvaluator = hold
+	r, err = StartEmbedded(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("restart on the crashed data dir: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	listed := trailAttestations(t, firstReadAfterRestart(t, r, hold, reader))
+	var missing []string
+	for _, name := range accepted {
+		if !listed[name] {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("the first read after the restart misses %d of %d attestations answered 201, e.g. %v", len(missing), len(accepted),
+			missing[:min(len(missing), 10)])
+	}
+	t.Logf("%d attestations answered 201 before the kill, none applied; all in the first read after the restart", len(accepted))
+}
+
+// TestRestartWaitsForUnevaluatedTrails: a trail the previous process applied evidence to and
+// stopped before evaluating holds the first reads of its organization until it is evaluated.
+func TestRestartWaitsForUnevaluatedTrails(t *testing.T) {
+	dir := t.TempDir()
+	cfg := baseConfig()
+	cfg.DataDir = dir
+	r, err := StartEmbedded(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKosli(t, "http://"+r.Addr+"/api/v2", testToken)
+	k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": crashFlow, "description": ""},
+		file{"template_file", "template.yml", []byte(crashTemplate)}).want(t, http.StatusCreated)
+	k.multipart(http.MethodPut, "/trails/"+testOrg+"/"+crashFlow, "data_json", map[string]any{"name": crashTrail}).want(t, http.StatusCreated)
+	k.get("/trails/"+testOrg+"/"+crashFlow+"/"+crashTrail).want(t, http.StatusOK)
+	ctx := context.Background()
+	org := mustOrg(t, r.Store, testOrg)
+	ref, err := r.Store.TrailRef(ctx, org.ID, crashFlow, crashTrail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := NewSecret()
+	if err := CreateOrgKey(ctx, r.Store, org, "deploy", store.RoleReader, reader); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What a process killed between applying an attestation and evaluating its trail leaves.
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertAttestation(ctx, store.Attestation{ID: NewSecret(), OrgID: org.ID, FlowID: ref.FlowID, TrailID: ref.TrailID,
+			Name: "left-behind", Type: "generic", IsCompliant: true, Data: json.RawMessage(`{}`), ReportedBy: "ci", CreatedAt: unixNow()}); err != nil {
+			return err
+		}
+		if err := tx.MarkDirty(ctx, ref.TrailID); err != nil {
+			return err
+		}
+		return tx.MarkApplied(ctx, NewSecret(), ref.TrailID, unixNow())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	hold := make(chan struct{})
+	cfg.holdEvaluator = hold
+	r, err = StartEmbedded(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	if !trailAttestations(t, firstReadAfterRestart(t, r, hold, reader))["left-behind"] {
+		t.Fatal("the first read after the restart shows the trail's compliance without the attestation applied before the crash")
+	}
+}
+
+// firstReadAfterRestart reads the crash trail with key secret while the evaluator of r is held
+// back, checks that the read waits, then lets the evaluator go and returns what the read got.
+func firstReadAfterRestart(t *testing.T, r *Running, hold chan struct{}, secret string) []byte {
+	t.Helper()
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	read := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+r.Addr+"/api/v2/trails/"+testOrg+"/"+crashFlow+"/"+crashTrail, nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			read <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		read <- answer{resp.StatusCode, body, err}
+	}()
+	// The read must wait for the backlog; only then is the evaluator let go.
+	for r.API.Tracker().Waiting() == 0 {
+		select {
+		case a := <-read:
+			t.Fatalf("the first read after the restart answered before the backlog was applied: %d %s", a.status, tail(string(a.body), 2000))
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(hold)
+	a := <-read
+	if a.err != nil || a.status != http.StatusOK {
+		t.Fatalf("the first read: %d %v %s", a.status, a.err, a.body)
+	}
+	return a.body
+}
+
+// trailAttestations lists the attestation names in a trail's compliance.
+func trailAttestations(t *testing.T, body []byte) map[string]bool {
+	t.Helper()
+	var tr struct {
+		ComplianceStatus struct {
+			AttestationsStatuses []struct {
+				AttestationName string `json:"attestation_name"`
+			} `json:"attestations_statuses"`
+		} `json:"compliance_status"`
+	}
+	if err := json.Unmarshal(body, &tr); err != nil {
+		t.Fatalf("trail: %v: %s", err, body)
+	}
+	listed := map[string]bool{}
+	for _, s := range tr.ComplianceStatus.AttestationsStatuses {
+		listed[s.AttestationName] = true
+	}
+	return listed
+}
+
 // crashChild is the child process serving the API.
 type crashChild struct {
 	cmd  *exec.Cmd
@@ -168,12 +365,12 @@ type crashChild struct {
 	done chan struct{} // closed once the process is reaped
 }
 
-// startCrashChild starts the child on dir and waits until its API answers; the child is
-// killed and reaped in t.Cleanup whatever happens.
-func startCrashChild(t *testing.T, dir string) *crashChild {
+// startCrashChild starts the child on dir, with env added to its environment, and waits until
+// its API answers; the child is killed and reaped in t.Cleanup whatever happens.
+func startCrashChild(t *testing.T, dir string, env ...string) *crashChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.timeout=2m")
-	cmd.Env = append(os.Environ(), crashChildDirEnv+"="+dir)
+	cmd.Env = append(append(os.Environ(), crashChildDirEnv+"="+dir), env...)
 	stdin, err := cmd.StdinPipe() // held open: its EOF tells an orphaned child to exit
 	if err != nil {
 		t.Fatal(err)

@@ -337,3 +337,17 @@ func waitState(t *testing.T, k *kosli, path, state string) map[string]any {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// eventuallyStatus repeats get until it answers status: for messages published straight onto the
+// bus, which no ingest process tracks, so no read waits for them.
+func eventuallyStatus(t *testing.T, get func() reply, status int) reply {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := get()
+		if r.Status == status || time.Now().After(deadline) {
+			return r.want(t, status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

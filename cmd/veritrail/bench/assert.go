@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -68,6 +70,16 @@ type AssertResult struct {
 	Changing       Phase   `json:"assert_environment_changing"`
 	ChurnPerSecond float64 `json:"churn_per_second"`
 	Changes        int64   `json:"changes"`
+	// Loaded is environment scope again while LoadWriters pipelines with a key of their own report
+	// attestations on the running artifacts, LoadTarget a second between them (ingest load),
+	// and LoadWrites how many were accepted during the phase. Every assert waits for the writes of its organization
+	// acknowledged before it (read after write); in the distributed mode the writers use a second
+	// ingest process, so the readers wait for what another process acknowledged.
+	Loaded      Phase   `json:"assert_environment_loaded"`
+	LoadWriters int     `json:"load_writers"`
+	LoadWrites  int64   `json:"load_writes"`
+	LoadRate    float64 `json:"load_writes_per_second"`
+	LoadTarget  int     `json:"load_writes_per_second_sent_at_most"`
 	// Ratio is Environment over Bare, against RatioTarget; P99Met is Environment's p99 against AssertP99TargetMs.
 	Ratio       float64 `json:"environment_over_bare"`
 	RatioTarget float64 `json:"environment_over_bare_target"`
@@ -91,6 +103,11 @@ const assertArtifacts = 100
 // assertChurnInterval is the pace of the writer in the changing phase: 100 attestations a second,
 // each an evaluator commit, as a busy organization's pipelines would send.
 const assertChurnInterval = 10 * time.Millisecond
+
+// defaultAssertLoadRate is the ingest load of the loaded phase, in attestations a second over
+// all its writers (Config.AssertLoadRate): a fixed rate, so that the load is the same before and
+// after a change (writers back to back would go as fast as the readers leave them room).
+const defaultAssertLoadRate = 500
 
 // RunAssert measures assert against a baseline in the same run: a bare Huma GET, then the embedded product
 // answering asserts about artifacts running in an environment with three policies, in environment, flow and
@@ -183,13 +200,25 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 		fmt.Fprintf(cfg.Progress, "bench: assert in %s: %.0f/s, p50 %.2f ms, p99 %.2f ms\n", ph.name, ph.out.PerSecond,
 			ph.out.P50ms, ph.out.P99ms)
 	}
-	changing, changes, err := assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps)
+	changing, changes, err := assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps, 1, assertChurnInterval)
 	if err != nil {
 		return nil, err
 	}
 	res.Changing, res.Changes, res.ChurnPerSecond = changing, changes, float64(time.Second/assertChurnInterval)
 	fmt.Fprintf(cfg.Progress, "bench: assert in environment scope, evidence changing: %.0f/s, p99 %.2f ms, %d attestations accepted\n",
 		changing.PerSecond, changing.P99ms, changes)
+	res.LoadWriters, res.LoadTarget = max(1, cfg.Concurrency/4), cfg.AssertLoadRate
+	if res.LoadTarget <= 0 {
+		res.LoadTarget = defaultAssertLoadRate
+	}
+	res.Loaded, res.LoadWrites, err = assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps, res.LoadWriters,
+		time.Duration(res.LoadWriters)*time.Second/time.Duration(res.LoadTarget))
+	if err != nil {
+		return nil, err
+	}
+	res.LoadRate = float64(res.LoadWrites) / res.Loaded.Seconds
+	fmt.Fprintf(cfg.Progress, "bench: assert in environment scope under ingest load: %.0f/s, p50 %.2f ms, p99 %.2f ms, %.0f attestations/s accepted\n",
+		res.Loaded.PerSecond, res.Loaded.P50ms, res.Loaded.P99ms, res.LoadRate)
 	res.Ratio = res.Environment.PerSecond / res.Bare.PerSecond
 	res.RatioMet = res.Ratio >= RatioTarget
 	res.P99Met = res.Environment.P99ms < AssertP99TargetMs
@@ -300,10 +329,13 @@ func prepareAsserts(ctx context.Context, pr *product, fps []string) error {
 	return nil
 }
 
-// assertWhileChanging measures environment-scope asserts while a writer reports a passing junit attestation on
-// one running artifact after another, every assertChurnInterval. The writer is another pipeline with a key of its
-// own: reads wait for their own key's writes (read your writes), not for someone else's.
-func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(int) string, fps []string) (Phase, int64, error) {
+// assertWhileChanging measures environment-scope asserts while writers report passing junit
+// attestations on one running artifact after another: one every interval, or, with interval 0,
+// each writer back to back. The writers are other pipelines with a key of their own, through
+// pr.writerBase: reads wait for the writes of their organization acknowledged before them (read
+// after write), whoever made them.
+func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(int) string, fps []string, writers int,
+	interval time.Duration) (Phase, int64, error) {
 	t := &target{client: pr.client, method: http.MethodGet, url: url, token: pr.secret,
 		contentType: "application/json; charset=utf-8", want: 200}
 	org, err := pr.r.Store.OrgByName(ctx, benchOrg)
@@ -311,46 +343,64 @@ func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(
 		return Phase{}, 0, fmt.Errorf("bench: the organization: %w", err)
 	}
 	writer := app.NewSecret()
-	if err := app.CreateOrgKey(ctx, pr.r.Store, org, "pipeline", store.RoleMember, writer); err != nil {
+	if err := app.CreateOrgKey(ctx, pr.r.Store, org, "pipeline-"+writer[len(writer)-8:], store.RoleMember, writer); err != nil {
 		return Phase{}, 0, fmt.Errorf("bench: the writer's key: %w", err)
 	}
+	base := pr.writerBase
+	if base == "" {
+		base = pr.base
+	}
+	// The writers' own connections: sharing the readers' pool, they waited for one behind them.
+	wclient := newClient(writers)
+	defer wclient.CloseIdleConnections()
 	wctx, stop := context.WithCancel(ctx)
 	var changes atomic.Int64
+	var werrMu sync.Mutex
 	var werr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(assertChurnInterval)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-wctx.Done():
-				return
-			case <-tick.C:
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			var tick *time.Ticker
+			if interval > 0 {
+				tick = time.NewTicker(interval)
+				defer tick.Stop()
 			}
-			// The artifact's flow and trail as prepareAsserts reported it.
-			flow, trail := []string{"web", "api"}[i%len(fps)%2], fmt.Sprintf("trail-%d", i%len(fps)%10)
-			body, _ := json.Marshal(map[string]any{"attestation_name": "unit-tests", "artifact_fingerprint": fps[i%len(fps)],
-				"user_data": map[string]any{}, "junit_results": []map[string]any{{"name": "s", "failures": 0, "errors": 0}}})
-			err := call(wctx, pr.client, http.MethodPost, pr.base+"/api/v2/attestations/"+benchOrg+"/"+flow+"/trail/"+trail+"/junit",
-				writer, 201, part{"data_json", "", body})
-			if err != nil {
-				if wctx.Err() == nil {
-					werr = err
+			for i := w; ; i += writers {
+				if tick != nil {
+					select {
+					case <-wctx.Done():
+						return
+					case <-tick.C:
+					}
+				} else if wctx.Err() != nil {
+					return
 				}
-				return
+				// The artifact's flow and trail as prepareAsserts reported it.
+				flow, trail := []string{"web", "api"}[i%len(fps)%2], fmt.Sprintf("trail-%d", i%len(fps)%10)
+				body, _ := json.Marshal(map[string]any{"attestation_name": "unit-tests", "artifact_fingerprint": fps[i%len(fps)],
+					"user_data": map[string]any{}, "junit_results": []map[string]any{{"name": "s", "failures": 0, "errors": 0}}})
+				err := call(wctx, wclient, http.MethodPost, base+"/api/v2/attestations/"+benchOrg+"/"+flow+"/trail/"+trail+"/junit",
+					writer, 201, part{"data_json", "", body})
+				if err != nil {
+					if wctx.Err() == nil {
+						werrMu.Lock()
+						werr = errors.Join(werr, err)
+						werrMu.Unlock()
+					}
+					return
+				}
+				changes.Add(1)
 			}
-			changes.Add(1)
-		}
-	}()
+		})
+	}
 	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, nil)
 	changes.Store(0)
 	ph := hammer(ctx, t, cfg.Concurrency, cfg.Duration, nil)
 	n := changes.Load()
 	stop()
-	<-done
+	wg.Wait()
 	if werr != nil {
-		return ph, n, fmt.Errorf("bench: the writer of the changing phase: %w", werr)
+		return ph, n, fmt.Errorf("bench: a writer of the changing phase: %w", werr)
 	}
 	if ph.OK == 0 {
 		return ph, n, fmt.Errorf("bench: assert while evidence changes answered no request: %s", ph.FirstErr)
@@ -372,14 +422,16 @@ func (r *AssertResult) WriteTable(w io.Writer) error {
 		Phase
 	}{{"bare Huma GET (baseline)", r.Bare}, {"assert, environment scope", r.Environment}, {"assert, flow scope", r.Flow},
 		{"assert, policy scope (on the fly)", r.Policy},
-		{fmt.Sprintf("assert, environment, %.0f changes/s", r.ChurnPerSecond), r.Changing}} {
+		{fmt.Sprintf("assert, environment, %.0f changes/s", r.ChurnPerSecond), r.Changing},
+		{fmt.Sprintf("assert, environment, %d writes/s", r.LoadTarget), r.Loaded}} {
 		fmt.Fprintf(w, row, p.name, fmt.Sprintf("%.0f", p.PerSecond), fmt.Sprintf("%.2f", p.P50ms), fmt.Sprintf("%.2f", p.P90ms),
 			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors))
 		if p.FirstErr != "" {
 			fmt.Fprintf(w, "  first error: %s\n", p.FirstErr)
 		}
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "ingest load of the last phase: %d writers, %.0f attestations/s accepted (%d/s sent at most)\n\n", r.LoadWriters,
+		r.LoadRate, r.LoadTarget)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	verdict := map[bool]string{true: "met", false: "MISSED"}
 	fmt.Fprintf(tw, "environment-scope assert / bare GET\t%.2f (target >= %.1f: %s)\n", r.Ratio, r.RatioTarget, verdict[r.RatioMet])

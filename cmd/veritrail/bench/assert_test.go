@@ -26,13 +26,13 @@ func TestRunAssert(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, progress.String())
 	}
 	for name, p := range map[string]Phase{"bare": res.Bare, "environment": res.Environment, "flow": res.Flow, "policy": res.Policy,
-		"changing": res.Changing} {
+		"changing": res.Changing, "loaded": res.Loaded} {
 		if p.OK == 0 || p.Errors != 0 {
 			t.Errorf("%s: %+v", name, p)
 		}
 	}
-	if res.Changes == 0 {
-		t.Error("the changing phase accepted no attestation")
+	if res.Changes == 0 || res.LoadWrites == 0 {
+		t.Errorf("the changing phases accepted %d and %d attestations", res.Changes, res.LoadWrites)
 	}
 	var table bytes.Buffer
 	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "environment-scope assert / bare GET") {
@@ -56,7 +56,8 @@ func TestRunAssertDistributed(t *testing.T) {
 	if !strings.Contains(res.Settings.Mode, "distributed") {
 		t.Errorf("mode %q", res.Settings.Mode)
 	}
-	for name, p := range map[string]Phase{"environment": res.Environment, "flow": res.Flow, "policy": res.Policy, "changing": res.Changing} {
+	for name, p := range map[string]Phase{"environment": res.Environment, "flow": res.Flow, "policy": res.Policy, "changing": res.Changing,
+		"loaded": res.Loaded} {
 		if p.OK == 0 || p.Errors != 0 {
 			t.Errorf("%s: %+v", name, p)
 		}

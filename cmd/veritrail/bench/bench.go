@@ -68,6 +68,9 @@ type Config struct {
 	// in-process Kafka and a fresh schema of this PostgreSQL) instead of the embedded one, and,
 	// with Apart, Run measure the distributed evaluator alone too.
 	Postgres string
+	// AssertLoadRate is the ingest load, in attestations a second, of RunAssert's phase under
+	// load (default 500).
+	AssertLoadRate int
 }
 
 // The phases of Run that Config.ProfilePhase can name.

@@ -15,8 +15,9 @@ import (
 )
 
 // startDistributed starts the distributed mode in this process, as separate tiers would run:
-// evaluate and ingest on an in-process Kafka (kfake, 4 partitions) and a fresh schema of the
-// PostgreSQL at cfg.Postgres, dropped again by close. The notify tier is left out: the phases
+// evaluate and two ingest processes (the second for the assert phases' writers) on an
+// in-process Kafka (kfake, 4 partitions) and a fresh schema of the PostgreSQL at cfg.Postgres,
+// dropped again by close. The notify tier is left out: the phases
 // that use this send no notifications.
 func startDistributed(ctx context.Context, cfg Config) (*product, error) {
 	admin, err := sql.Open("pgx", cfg.Postgres)
@@ -70,6 +71,14 @@ func startDistributed(ctx context.Context, cfg Config) (*product, error) {
 	}
 	closers = append(closers, pr.r.Close)
 	pr.base = "http://" + pr.r.Addr
+	// A second ingest process for the writers of the assert phases: readers at the first must
+	// see what the second acknowledged.
+	writer, err := app.StartIngest(ctx, acfg)
+	if err != nil {
+		return fail(fmt.Errorf("bench: start the second ingest: %w", err))
+	}
+	closers = append(closers, writer.Close)
+	pr.writerBase = "http://" + writer.Addr
 	pr.client = newClient(cfg.Concurrency)
 	pr.closeFn = closeAll
 	return pr, nil

@@ -80,7 +80,10 @@ type product struct {
 	logs   *logCounter
 	secret string
 	base   string
-	client *http.Client
+	// writerBase, when set, is where the assert phases' writers send their writes (a second
+	// ingest process, in the distributed mode).
+	writerBase string
+	client     *http.Client
 	// closeFn, when set, stops what startDistributed started (the tiers, Kafka, the schema).
 	closeFn func() error
 }

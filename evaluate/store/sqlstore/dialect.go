@@ -147,9 +147,24 @@ var schemaStatements = []string{
 	`CREATE TABLE IF NOT EXISTS approvals (
 		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, flow_id TEXT NOT NULL, number INTEGER NOT NULL, state TEXT NOT NULL,
 		created_at DOUBLE PRECISION NOT NULL, doc TEXT NOT NULL, UNIQUE (flow_id, number))`,
+	// generation is the trail's dirt generation right after the message was applied (0: it
+	// touched no trail, or was applied by a build that did not record it): the message is
+	// visible once an evaluation of that generation or a later one is saved.
 	`CREATE TABLE IF NOT EXISTS applied_messages (
-		id TEXT PRIMARY KEY, trail_id TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS dirty_trails (trail_id TEXT PRIMARY KEY, generation BIGINT NOT NULL)`,
+		id TEXT PRIMARY KEY, trail_id TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL, generation BIGINT NOT NULL DEFAULT 0)`,
+	// evaluated is the latest generation whose evaluation was saved while the trail was dirtied
+	// again meanwhile (the row outlived it), so that a reader waits for one evaluation, not for
+	// a trail that a steady stream of writes never lets become clean.
+	`CREATE TABLE IF NOT EXISTS dirty_trails (trail_id TEXT PRIMARY KEY, generation BIGINT NOT NULL,
+		evaluated BIGINT NOT NULL DEFAULT 0)`,
+	// Read after write across ingest processes (the distributed mode): how far the evaluator has
+	// applied each partition of a bus topic (the next offset), and the ingest processes with
+	// writes of an organization in flight, each until a lease time it renews.
+	`CREATE TABLE IF NOT EXISTS bus_positions (
+		topic TEXT NOT NULL, part INTEGER NOT NULL, next_offset BIGINT NOT NULL, PRIMARY KEY (topic, part))`,
+	`CREATE TABLE IF NOT EXISTS writes_in_flight (
+		org_id TEXT NOT NULL, process TEXT NOT NULL, until DOUBLE PRECISION NOT NULL, PRIMARY KEY (org_id, process))`,
+	`CREATE INDEX IF NOT EXISTS writes_in_flight_process ON writes_in_flight (process)`,
 	// Notification rules: numbers count up per organization; deleted rules keep theirs.
 	`CREATE TABLE IF NOT EXISTS notification_rules (
 		id TEXT PRIMARY KEY, org_id TEXT NOT NULL, number BIGINT NOT NULL, name TEXT NOT NULL, environments TEXT NOT NULL,

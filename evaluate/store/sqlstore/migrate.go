@@ -15,6 +15,8 @@ func addedColumns() []addedColumn {
 	return []addedColumn{
 		{"api_keys", "service_account_id", "TEXT NOT NULL DEFAULT ''"},
 		{"api_keys", "description", "TEXT NOT NULL DEFAULT ''"},
+		{"applied_messages", "generation", "BIGINT NOT NULL DEFAULT 0"},
+		{"dirty_trails", "evaluated", "BIGINT NOT NULL DEFAULT 0"},
 	}
 }
 

@@ -634,10 +634,70 @@ func (r reads) Visible(ctx context.Context, ids []string) (bool, error) {
 	for i, id := range ids {
 		args[i] = id
 	}
+	// A message is visible once an evaluation of its trail at the generation it left (or a later
+	// one) is saved: the trail is clean, or was evaluated up to it and dirtied again since. A
+	// message marked without a generation waits for its trail to be clean.
 	n, err := r.count(ctx, "visible", oneOff+`SELECT COUNT(*) FROM applied_messages a WHERE a.id IN (`+placeholders(len(ids))+`)
-		AND NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id)`, args...)
+		AND NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id
+			AND (a.generation = 0 OR d.evaluated < a.generation))`, args...)
 	if err != nil {
 		return false, err
 	}
 	return n == len(ids), nil
+}
+
+func (r reads) PendingEvaluations(ctx context.Context, orgID string) ([]store.DirtyTrail, error) {
+	q, args := `SELECT d.trail_id, t.org_id, d.generation FROM dirty_trails d JOIN trails t ON t.id = d.trail_id`, []any(nil)
+	if orgID != "" {
+		q, args = q+` WHERE t.org_id = ?`, []any{orgID}
+	}
+	rows, err := r.rows(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: pending evaluations: %w", err)
+	}
+	defer rows.Close()
+	var out []store.DirtyTrail
+	for rows.Next() {
+		var d store.DirtyTrail
+		if err := rows.Scan(&d.TrailID, &d.OrgID, &d.Generation); err != nil {
+			return nil, fmt.Errorf("sqlstore: pending evaluations: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: pending evaluations: %w", err)
+	}
+	return out, nil
+}
+
+func (r reads) Evaluated(ctx context.Context, generations map[string]int64) (bool, error) {
+	ids := slices.Sorted(maps.Keys(generations))
+	for start := 0; start < len(ids); start += maxParams {
+		part := ids[start:min(start+maxParams, len(ids))]
+		// A trail without a row is clean: evaluated since. One whose row was made again after it
+		// was clean counts the generations before the new one as evaluated (MarkDirtyAll).
+		rows, err := r.rows(ctx, oneOff+`SELECT trail_id, evaluated FROM dirty_trails WHERE trail_id IN (`+placeholders(len(part))+`)`,
+			anys(part)...)
+		if err != nil {
+			return false, fmt.Errorf("sqlstore: evaluated: %w", err)
+		}
+		behind := false
+		for rows.Next() {
+			var id string
+			var evaluated int64
+			if err := rows.Scan(&id, &evaluated); err != nil {
+				rows.Close()
+				return false, fmt.Errorf("sqlstore: evaluated: %w", err)
+			}
+			behind = behind || evaluated < generations[id]
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return false, fmt.Errorf("sqlstore: evaluated: %w", err)
+		}
+		if behind {
+			return false, nil
+		}
+	}
+	return true, nil
 }

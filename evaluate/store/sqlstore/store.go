@@ -255,6 +255,14 @@ func (s *Store) Visible(ctx context.Context, ids []string) (bool, error) {
 	return s.reader().Visible(ctx, ids)
 }
 
+func (s *Store) PendingEvaluations(ctx context.Context, orgID string) ([]store.DirtyTrail, error) {
+	return s.reader().PendingEvaluations(ctx, orgID)
+}
+
+func (s *Store) Evaluated(ctx context.Context, generations map[string]int64) (bool, error) {
+	return s.reader().Evaluated(ctx, generations)
+}
+
 // Environment reads delegate to the read pool too.
 
 func (s *Store) FingerprintEvents(ctx context.Context, orgID, fingerprint string) ([]store.EnvEvent, error) {

@@ -37,8 +37,7 @@ func (t *txn) Applied(ctx context.Context, id string) (bool, error) {
 }
 
 func (t *txn) MarkApplied(ctx context.Context, id, trailID string, at float64) error {
-	_, err := t.exec(ctx, "mark applied", `INSERT INTO applied_messages (id, trail_id, applied_at) VALUES (?, ?, ?)`, id, trailID, at)
-	return err
+	return t.MarkAppliedAll(ctx, []store.AppliedMark{{ID: id, TrailID: trailID, At: at}})
 }
 
 // preparedRows is the largest batch whose statements are prepared and kept, one per size: the
@@ -74,14 +73,16 @@ func (t *txn) AppliedAmong(ctx context.Context, ids []string) (map[string]bool, 
 }
 
 func (t *txn) MarkAppliedAll(ctx context.Context, marks []store.AppliedMark) error {
-	for start, n := 0, rowsPer(3); start < len(marks); start += n {
+	// Each mark records its trail's dirt generation as this transaction left it (see Visible).
+	const row = `(?, ?, ?, COALESCE((SELECT d.generation FROM dirty_trails d WHERE d.trail_id = ?), 0))`
+	for start, n := 0, rowsPer(4); start < len(marks); start += n {
 		part := marks[start:min(start+n, len(marks))]
-		args := make([]any, 0, 3*len(part))
+		args := make([]any, 0, 4*len(part))
 		for _, m := range part {
-			args = append(args, m.ID, m.TrailID, m.At)
+			args = append(args, m.ID, m.TrailID, m.At, m.TrailID)
 		}
-		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO applied_messages (id, trail_id, applied_at) VALUES ` +
-			strings.Repeat("(?, ?, ?), ", len(part)-1) + `(?, ?, ?)`
+		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO applied_messages (id, trail_id, applied_at, generation) VALUES ` +
+			strings.Repeat(row+", ", len(part)-1) + row
 		if _, err := t.exec(ctx, "mark applied", q, args...); err != nil {
 			return err
 		}
@@ -283,16 +284,18 @@ func (t *txn) MarkDirty(ctx context.Context, trailID string) error {
 func (t *txn) MarkDirtyAll(ctx context.Context, trailIDs []string) error {
 	// Generations come from the clock (and only ever grow) so that a row deleted and
 	// re-created never reuses a generation a slow evaluator elsewhere might still clear.
+	// A new row counts every earlier generation as evaluated (the trail was clean): messages
+	// applied before it stay visible (see Visible).
 	gen := time.Now().UnixNano()
 	// In ID order, as every transaction that takes several of these rows takes them.
 	trailIDs = slices.Sorted(slices.Values(trailIDs))
-	return inChunks(trailIDs, 2, func(part []string) error {
-		args := make([]any, 0, 2*len(part))
+	return inChunks(trailIDs, 3, func(part []string) error {
+		args := make([]any, 0, 3*len(part))
 		for _, id := range part {
-			args = append(args, id, gen)
+			args = append(args, id, gen, gen-1)
 		}
-		_, err := t.exec(ctx, "mark dirty", oneOffIf(len(part) > preparedRows)+`INSERT INTO dirty_trails (trail_id, generation)
-			VALUES `+rowsOf(len(part), 2)+` ON CONFLICT (trail_id) DO UPDATE SET generation = CASE
+		_, err := t.exec(ctx, "mark dirty", oneOffIf(len(part) > preparedRows)+`INSERT INTO dirty_trails (trail_id, generation, evaluated)
+			VALUES `+rowsOf(len(part), 3)+` ON CONFLICT (trail_id) DO UPDATE SET generation = CASE
 			WHEN dirty_trails.generation >= excluded.generation THEN dirty_trails.generation + 1 ELSE excluded.generation END`,
 			args...)
 		return err
@@ -309,8 +312,16 @@ func (t *txn) ClearDirtyAll(ctx context.Context, generations map[string]int64) e
 		for _, id := range part {
 			args = append(args, id, generations[id])
 		}
-		_, err := t.exec(ctx, "clear dirty", oneOffIf(len(part) > preparedRows)+`DELETE FROM dirty_trails
+		n, err := t.exec(ctx, "clear dirty", oneOffIf(len(part) > preparedRows)+`DELETE FROM dirty_trails
 			WHERE (trail_id, generation) IN (VALUES `+typedRows(len(part), "?", "CAST(? AS BIGINT)")+`)`, args...)
+		if err != nil || int(n) == len(part) {
+			return err
+		}
+		// Trails dirtied again since their generation was read stay dirty, evaluated up to it:
+		// the messages applied up to that generation are visible now (see Visible).
+		_, err = t.exec(ctx, "record evaluated generation", oneOffIf(len(part) > preparedRows)+`UPDATE dirty_trails
+			SET evaluated = v.column2 FROM (VALUES `+typedRows(len(part), "?", "CAST(? AS BIGINT)")+`) AS v
+			WHERE dirty_trails.trail_id = v.column1 AND dirty_trails.evaluated < v.column2`, args...)
 		return err
 	})
 }

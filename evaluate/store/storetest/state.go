@@ -243,6 +243,106 @@ func testVisible(t *testing.T, e *env) {
 	visible(true, "m-1", "m-2", "m-flow")
 }
 
+// testVisibleNotStarved: as the evaluator writes them (dirt, then the applied mark), a message
+// is visible once an evaluation at its generation is saved, even if its trail was dirtied again
+// meanwhile and never becomes clean.
+func testVisibleNotStarved(t *testing.T, e *env) {
+	visible := func(want bool, ids ...string) {
+		t.Helper()
+		if got, err := e.s.Visible(e.ctx, ids); err != nil || got != want {
+			t.Errorf("Visible(%q) = %v, %v; want %v", ids, got, err, want)
+		}
+	}
+	apply := func(id, trail string) (gen int64) {
+		e.update(t, func(tx store.Tx) error {
+			must(t, "MarkDirty", tx.MarkDirtyAll(e.ctx, []string{trail}))
+			must(t, "MarkApplied", tx.MarkAppliedAll(e.ctx, []store.AppliedMark{{ID: id, TrailID: trail, At: t0}}))
+			var err error
+			gen, err = tx.DirtyGeneration(e.ctx, trail)
+			return err
+		})
+		return gen
+	}
+	clear := func(gens map[string]int64) {
+		e.update(t, func(tx store.Tx) error { return tx.ClearDirtyAll(e.ctx, gens) })
+	}
+	g1 := apply("m-1", "tr-1")
+	other := apply("m-other", "tr-2")
+	g2 := apply("m-2", "tr-1") // the evaluation that read g1 is under way
+	visible(false, "m-1")
+	clear(map[string]int64{"tr-1": g1, "tr-2": other}) // one trail cleared, one dirtied again
+	checkDirty(t, e, "tr-1")
+	visible(true, "m-1", "m-other")
+	visible(false, "m-2")
+	g3 := apply("m-3", "tr-1")
+	clear(map[string]int64{"tr-1": g1}) // a late, older evaluation changes nothing
+	visible(true, "m-1")
+	visible(false, "m-2")
+	clear(map[string]int64{"tr-1": g2})
+	visible(true, "m-1", "m-2")
+	visible(false, "m-3")
+	checkDirty(t, e, "tr-1")
+	clear(map[string]int64{"tr-1": g3})
+	checkDirty(t, e)
+	visible(true, "m-1", "m-2", "m-3", "m-other")
+	// Dirt after the trail was clean hides nothing applied before.
+	apply("m-4", "tr-1")
+	visible(true, "m-1", "m-2", "m-3")
+	visible(false, "m-4")
+}
+
+// testPendingEvaluations: the dirty trails of an organization with their generations, and
+// whether trails were evaluated at given generations.
+func testPendingEvaluations(t *testing.T, e *env) {
+	e.update(t, func(tx store.Tx) error {
+		writeEverything(e.ctx, t, tx, "org-1", "a") // trail tr-a, dirty
+		writeEverything(e.ctx, t, tx, "org-1", "b")
+		writeEverything(e.ctx, t, tx, "org-2", "c")
+		return nil
+	})
+	pending := func(org string) map[string]int64 {
+		t.Helper()
+		list, err := e.s.PendingEvaluations(e.ctx, org)
+		must(t, "PendingEvaluations", err)
+		out := map[string]int64{}
+		for _, d := range list {
+			if org != "" && d.OrgID != org {
+				t.Errorf("PendingEvaluations(%q) lists %+v", org, d)
+			}
+			out[d.TrailID] = d.Generation
+		}
+		return out
+	}
+	evaluated := func(want bool, gens map[string]int64) {
+		t.Helper()
+		if got, err := e.s.Evaluated(e.ctx, gens); err != nil || got != want {
+			t.Errorf("Evaluated(%v) = %v, %v; want %v", gens, got, err, want)
+		}
+	}
+	one := pending("org-1")
+	if len(one) != 2 || one["tr-a"] == 0 || one["tr-b"] == 0 {
+		t.Fatalf("PendingEvaluations(org-1) = %v", one)
+	}
+	if all := pending(""); len(all) != 3 || all["tr-c"] == 0 {
+		t.Fatalf("PendingEvaluations() = %v", all)
+	}
+	evaluated(true, nil)
+	evaluated(false, one)
+	evaluated(true, map[string]int64{"tr-unknown": 5}) // no dirt: clean
+
+	// tr-a is evaluated at its generation but dirtied again meanwhile; tr-b is cleared.
+	e.update(t, func(tx store.Tx) error { return tx.MarkDirtyAll(e.ctx, []string{"tr-a"}) })
+	e.update(t, func(tx store.Tx) error { return tx.ClearDirtyAll(e.ctx, one) })
+	evaluated(true, one)
+	evaluated(true, map[string]int64{"tr-b": one["tr-b"]})
+	again := pending("org-1")
+	if len(again) != 1 || again["tr-a"] <= one["tr-a"] {
+		t.Fatalf("PendingEvaluations(org-1) after a clear = %v", again)
+	}
+	evaluated(false, again)
+	evaluated(false, map[string]int64{"tr-a": again["tr-a"], "tr-b": one["tr-b"]})
+}
+
 var errBoom = errors.New("boom")
 
 // writeEverything writes one of each kind of record, all named after tag.

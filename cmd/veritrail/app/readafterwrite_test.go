@@ -1,0 +1,136 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/veritrail/veritrail/bus/kafkabus"
+	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
+	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/ingest/contract"
+)
+
+// readAfterWriteTemplate asks for a generic attestation "tests" on the artifact "app".
+const readAfterWriteTemplate = "version: 1\ntrail:\n  artifacts:\n  - name: app\n    attestations:\n    - name: tests\n      type: generic\n"
+
+// TestReadAfterWriteForEveryClient: a read that starts after a 201 reflects that write whoever
+// reads: another key of the organization (a deploy job after a build job), or an anonymous
+// reader of a public organization. No waiting in the test: each read comes right after the 201.
+func TestReadAfterWriteForEveryClient(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		writer := e.k
+		reader := keyFor(t, e, testOrg, "deploy", store.RoleMember)
+		if err := e.store.SetOrgPublic(context.Background(), mustOrg(t, e.store, testOrg).ID, true); err != nil {
+			t.Fatal(err)
+		}
+		anon := newKosli(t, e.base+"/api/v2", "")
+
+		// A flow created with one key is there for the others at once.
+		for i := range 5 {
+			name := fmt.Sprintf("flow-%d", i)
+			writer.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": name, "description": ""},
+				file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+			reader.get("/flows/"+testOrg+"/"+name).want(t, http.StatusOK)
+			writer.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": name + "-public", "description": ""},
+				file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+			anon.get("/flows/"+testOrg+"/"+name+"-public").want(t, http.StatusOK)
+		}
+		// ...and a trail begun by another key right after finds the flow.
+		reader.multipart(http.MethodPut, "/trails/"+testOrg+"/flow-0", "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
+		writer.send(http.MethodPost, "/artifacts/"+testOrg+"/flow-0", map[string]any{"fingerprint": fpBackend, "filename": "app",
+			"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, http.StatusCreated)
+
+		// Each attestation flips the artifact's compliance: the deploy job's assert, right after
+		// the build job's 201, sees it, as do the attestation list and an anonymous reader.
+		assert := "/asserts/" + testOrg + "/fingerprint/" + fpBackend
+		for i := range 20 {
+			compliant := i%2 == 0
+			writer.multipart(http.MethodPost, "/attestations/"+testOrg+"/flow-0/trail/t1/generic", "data_json",
+				map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": compliant}).
+				want(t, http.StatusCreated)
+			if res := reader.get(assert).want(t, http.StatusOK).JSON(t); res["compliant"] != compliant {
+				t.Fatalf("attestation %d (compliant %v): another key's assert right after the 201 answers %v", i, compliant, res)
+			}
+			if got := reader.get("/attestations/"+testOrg+"/flow-0/trail/t1/tests").want(t, http.StatusOK).Array(t); len(got) != i+1 {
+				t.Fatalf("attestation %d: another key lists %d of them", i, len(got))
+			}
+			if res := anon.get("/artifacts/"+testOrg+"/flow-0/fingerprint/"+fpBackend).want(t, http.StatusOK).JSON(t); res["is_compliant"] != compliant {
+				t.Fatalf("attestation %d (compliant %v): an anonymous reader gets the artifact %v", i, compliant, res)
+			}
+		}
+	})
+}
+
+// TestReadAfterWriteAcrossIngestProcesses: in the distributed mode with two ingest processes, a
+// read at one sees what the other answered 201 for, right after the 201: a flow, a trail begun
+// there, the attestations and the assert of an artifact whose compliance each one flips.
+func TestReadAfterWriteAcrossIngestProcesses(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Postgres = postgresSchema(t)
+	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
+	start := func(f func(context.Context, Config) (*Running, error)) *Running {
+		t.Helper()
+		r, err := f(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	start(StartEvaluate)
+	a, b := start(StartIngest), start(StartIngest)
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	writer := newKosli(t, "http://"+a.Addr+"/api/v2", testToken)
+	reader := keyFor(t, env{base: "http://" + b.Addr, store: b.Store}, testOrg, "deploy", store.RoleMember)
+
+	for i := range 5 {
+		name := fmt.Sprintf("flow-%d", i)
+		writer.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": name, "description": ""},
+			file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+		reader.get("/flows/"+testOrg+"/"+name).want(t, http.StatusOK)
+	}
+	writer.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app", "description": ""},
+		file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+	reader.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
+	writer.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fpBackend, "filename": "app",
+		"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, http.StatusCreated)
+	assert := "/asserts/" + testOrg + "/fingerprint/" + fpBackend
+	for i := range 20 {
+		compliant := i%2 == 0
+		writer.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+			map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": compliant}).
+			want(t, http.StatusCreated)
+		if res := reader.get(assert).want(t, http.StatusOK).JSON(t); res["compliant"] != compliant {
+			t.Fatalf("attestation %d (compliant %v) through ingest A: the assert through ingest B answers %v", i, compliant, res)
+		}
+		if got := reader.get("/attestations/"+testOrg+"/app/trail/t1/tests").want(t, http.StatusOK).Array(t); len(got) != i+1 {
+			t.Fatalf("attestation %d through ingest A: ingest B lists %d of them", i, len(got))
+		}
+		tr := reader.get("/trails/"+testOrg+"/app/t1").want(t, http.StatusOK).JSON(t)
+		art, _ := tr["compliance_status"].(map[string]any)["artifacts_statuses"].(map[string]any)[fpBackend].(map[string]any)
+		if art["is_compliant"] != compliant {
+			t.Fatalf("attestation %d (compliant %v) through ingest A: the trail through ingest B has the artifact %v", i, compliant, art)
+		}
+	}
+	// Those reads waited for the evaluator's recorded positions to reach the end of the bus.
+	offsets, err := kafkabus.NewOffsets(cfg.Kafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer offsets.Close()
+	ends, err := offsets.End(context.Background(), contract.TopicEvidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := b.Store.Positions(context.Background(), contract.TopicEvidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part, end := range ends {
+		if pos[part] != end {
+			t.Fatalf("applied positions %v, bus ends %v", pos, ends)
+		}
+	}
+}
