@@ -45,7 +45,8 @@ type Config struct {
 	MaxFileBytes int64
 	// MaxPartBytes bounds every other multipart part and JSON bodies.
 	MaxPartBytes int64
-	// ConsistencyWait bounds how long a read waits for the organization's writes in flight.
+	// ConsistencyWait bounds how long a read waits for the organization's writes in flight
+	// (DefaultConsistencyWait when 0).
 	ConsistencyWait time.Duration
 	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
 	ConsistencyPoll time.Duration
@@ -71,7 +72,7 @@ func (c *Config) Defaults() {
 		c.MaxPartBytes = 1 << 20
 	}
 	if c.ConsistencyWait == 0 {
-		c.ConsistencyWait = 5 * time.Second
+		c.ConsistencyWait = DefaultConsistencyWait
 	}
 	if c.ReadyCache == 0 {
 		c.ReadyCache = time.Second
@@ -81,6 +82,13 @@ func (c *Config) Defaults() {
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 }
+
+// DefaultConsistencyWait bounds a read's wait for the organization's writes in flight. It is
+// longer than a Kafka consumer group's session timeout (10 s by default): the partitions of an
+// evaluator that died are handed to the others only once its session expires, and a shorter
+// bound would serve every read behind them stale while that lasts (the fault harness saw it
+// after each kill -9 of an evaluator). While evaluators keep up, reads wait milliseconds.
+const DefaultConsistencyWait = 15 * time.Second
 
 // Deps are the ingest tier's collaborators.
 type Deps struct {

@@ -76,7 +76,7 @@ func envDuration(flagName string, def time.Duration) time.Duration {
 func registerFlags(fs *flag.FlagSet, cfg *app.Config, tier string) {
 	fs.StringVar(&cfg.Addr, "addr", env("addr", "127.0.0.1:8080"), "HTTP listen address")
 	fs.StringVar(&cfg.Ingest.BaseURL, "base-url", env("base-url", ""), "public base URL for html_url links (default http://ADDR)")
-	fs.DurationVar(&cfg.Ingest.ConsistencyWait, "consistency-wait", envDuration("consistency-wait", 5*time.Second),
+	fs.DurationVar(&cfg.Ingest.ConsistencyWait, "consistency-wait", envDuration("consistency-wait", ingest.DefaultConsistencyWait),
 		"how long a read waits for the writes of its organization acknowledged before it to be applied")
 	cfg.Ingest.Limits = ingest.DefaultLimits()
 	cfg.Ingest.Limits.RegisterFlags(fs)

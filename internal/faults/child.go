@@ -114,7 +114,7 @@ func childConfig(spec childSpec, log *slog.Logger) app.Config {
 	return app.Config{
 		Addr: spec.Addr, DataDir: spec.DataDir, Postgres: spec.Postgres,
 		Kafka:  kafkabus.Config{Brokers: spec.Brokers, Partitions: spec.Partitions},
-		Ingest: ingest.Config{BaseURL: "http://" + spec.Addr, ConsistencyWait: 5 * time.Second, Limits: limits},
+		Ingest: ingest.Config{BaseURL: "http://" + spec.Addr, Limits: limits},
 		Notify: app.NotifyConfig{Tier: tier.Config{Concurrency: 16, Pipeline: notify.Config{Budget: 15 * time.Minute,
 			AttemptTimeout: 30 * time.Second, InitialBackoff: time.Second, MaxBackoff: 2 * time.Minute}}},
 		BootstrapOrg: spec.Org, BootstrapToken: spec.Token, Log: log,
