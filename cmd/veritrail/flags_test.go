@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
 	"testing"
@@ -22,5 +23,20 @@ func TestAllowPrivateFlag(t *testing.T) {
 		if !cfg.Notify.Notifiers.AllowPrivate {
 			t.Errorf("%s: --notify-allow-private did not set the notify section", tier)
 		}
+	}
+}
+
+// TestCommandsParseTheirFlags: every command's flag set builds (a flag defined twice panics) and
+// -h prints its usage.
+func TestCommandsParseTheirFlags(t *testing.T) {
+	for _, cmd := range [][]string{{"bench", "-h"}, {"serve", "-h"}, {"ingest", "-h"}, {"evaluate", "-h"}, {"notify", "-h"}} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%v: panicked: %v", cmd, p)
+				}
+			}()
+			_ = run(context.Background(), cmd)
+		}()
 	}
 }
