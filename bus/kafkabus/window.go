@@ -158,6 +158,11 @@ func (h *windowHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sar
 		}
 		acked, nacked := h.deliver(sess, window)
 		window = append(window[:0], window[acked:]...)
+		select {
+		case <-h.s.closing:
+			return nil // the session ends a moment later; handing the rest out again would spin
+		default:
+		}
 		if sess.Context().Err() != nil {
 			return nil
 		}
