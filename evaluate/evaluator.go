@@ -609,12 +609,25 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, ski
 		if err != nil {
 			return err
 		}
+		current, err := tx.DirtyGenerations(ctx, locked)
+		if err != nil {
+			return err
+		}
 		saves := make([]store.ComplianceSave, 0, len(results))
 		generations := make(map[string]int64, len(results))
 		for _, r := range results {
 			if r.doc != nil {
 				if _, ok := slices.BinarySearch(locked, r.trailID); !ok {
 					skipped = append(skipped, r) // held by an apply, or deleted meanwhile
+					continue
+				}
+				if gen, dirty := current[r.trailID]; r.gen == 0 || gen != r.gen {
+					// The trail was dirtied again since this evaluation read it, or another
+					// evaluation (another process's) saved it and cleared the dirt it read: this
+					// one may be staler than what is saved, and must not overwrite it.
+					if dirty {
+						skipped = append(skipped, r)
+					}
 					continue
 				}
 				saves = append(saves, store.ComplianceSave{TrailID: r.trailID, State: r.state, Doc: r.doc, At: r.at, ArtifactStates: r.states})

@@ -315,3 +315,37 @@ func TestEvaluatesDirtLeftByAnother(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestStaleEvaluationDoesNotOverwrite: an evaluation that read a trail before another process
+// applied and evaluated newer evidence must not save over that newer result when it finishes
+// last (two evaluators after a partition handover, or the sweep of stale dirt): the trail would
+// be left clean with a compliance that leaves out stored attestations.
+func TestStaleEvaluationDoesNotOverwrite(t *testing.T) {
+	ctx := context.Background()
+	st := openSQLite(t)
+	slow := newFixtureOn(t, st, Config{}, nil)
+	stale, errs := slow.ev.evaluateMany(ctx, []string{"trail-1"})
+	if len(errs) > 0 || len(stale) != 1 {
+		t.Fatalf("evaluate: %v %v", stale, errs)
+	}
+	other, err := New(Config{}, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.seq = 100
+	if err := other.Handle(slow.attestation("tests", false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.EvaluateTrail(ctx, "trail-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := slow.trail().State; got != "NON-COMPLIANT" {
+		t.Fatalf("after the other evaluation: %q", got)
+	}
+	if _, _, err := slow.ev.save(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if got := slow.trail().State; got != "NON-COMPLIANT" {
+		t.Errorf("a stale evaluation saved last: state %q, want NON-COMPLIANT", got)
+	}
+}

@@ -380,6 +380,10 @@ type Tx interface {
 	// apply holds is dirtied again by that apply and evaluated after it. SQLite has one writer,
 	// so it locks every existing trail.
 	LockTrails(ctx context.Context, ids []string) ([]string, error)
+	// DirtyGenerations answers the dirt generations of those of ids that are dirty. Read under
+	// LockTrails, they cannot change until the transaction ends: only a transaction holding a
+	// trail dirties it or clears its dirt.
+	DirtyGenerations(ctx context.Context, ids []string) (map[string]int64, error)
 	// GiveWay bounds how long this transaction's statements wait for locks other transactions
 	// hold; past the bound the statement fails with an error wrapping ErrBusy. A transaction
 	// that cannot take its locks in the order the others take theirs (saving evaluations takes

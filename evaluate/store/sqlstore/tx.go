@@ -277,6 +277,31 @@ func (t *txn) LockTrails(ctx context.Context, ids []string) ([]string, error) {
 	return out, nil
 }
 
+func (t *txn) DirtyGenerations(ctx context.Context, ids []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(ids))
+	for start := 0; start < len(ids); start += maxParams {
+		part := ids[start:min(start+maxParams, len(ids))]
+		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT trail_id, generation FROM dirty_trails WHERE trail_id IN (`+
+			placeholders(len(part))+`)`, anys(part)...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: dirty generations: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			var gen int64
+			if err := rows.Scan(&id, &gen); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlstore: dirty generations: %w", err)
+			}
+			out[id] = gen
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("sqlstore: dirty generations: %w", err)
+		}
+	}
+	return out, nil
+}
+
 func (t *txn) MarkDirty(ctx context.Context, trailID string) error {
 	return t.MarkDirtyAll(ctx, []string{trailID})
 }
