@@ -605,11 +605,7 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, ski
 				ids = append(ids, r.trailID)
 			}
 		}
-		locked, err := tx.LockTrails(ctx, ids)
-		if err != nil {
-			return err
-		}
-		current, err := tx.DirtyGenerations(ctx, locked)
+		locked, err := tx.LockTrails(ctx, ids) // trail ID -> its dirt generation now
 		if err != nil {
 			return err
 		}
@@ -617,11 +613,12 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, ski
 		generations := make(map[string]int64, len(results))
 		for _, r := range results {
 			if r.doc != nil {
-				if _, ok := slices.BinarySearch(locked, r.trailID); !ok {
+				gen, ok := locked[r.trailID]
+				if !ok {
 					skipped = append(skipped, r) // held by an apply, or deleted meanwhile
 					continue
 				}
-				if gen, dirty := current[r.trailID]; r.gen == 0 || gen != r.gen {
+				if dirty := gen != 0; r.gen == 0 || gen != r.gen {
 					// The trail was dirtied again since this evaluation read it, or another
 					// evaluation (another process's) saved it and cleared the dirt it read: this
 					// one may be staler than what is saved, and must not overwrite it.

@@ -374,16 +374,13 @@ type Tx interface {
 	// ClearDirtyAll is ClearDirty for several trails (trail ID -> generation evaluated).
 	ClearDirtyAll(ctx context.Context, generations map[string]int64) error
 	// LockTrails takes the row locks of those of the trails ids that no other transaction holds,
-	// in ID order and without waiting, and answers the IDs it locked (a trail that does not
-	// exist is not answered). The holder is the only transaction changing those trails until it
-	// ends. The evaluator saves compliance only for trails it locked: a trail whose lock an
-	// apply holds is dirtied again by that apply and evaluated after it. SQLite has one writer,
-	// so it locks every existing trail.
-	LockTrails(ctx context.Context, ids []string) ([]string, error)
-	// DirtyGenerations answers the dirt generations of those of ids that are dirty. Read under
-	// LockTrails, they cannot change until the transaction ends: only a transaction holding a
-	// trail dirties it or clears its dirt.
-	DirtyGenerations(ctx context.Context, ids []string) (map[string]int64, error)
+	// in ID order and without waiting, and answers, for each trail it locked, its dirt
+	// generation (0 when clean); a trail that does not exist is not answered. The holder is the
+	// only transaction changing those trails, their dirt included, until it ends. The evaluator
+	// saves compliance only for trails it locked (a trail whose lock an apply holds is dirtied
+	// again by that apply and evaluated after it), and only while their generation is the one
+	// its evaluation read. SQLite has one writer, so it locks every existing trail.
+	LockTrails(ctx context.Context, ids []string) (map[string]int64, error)
 	// GiveWay bounds how long this transaction's statements wait for locks other transactions
 	// hold; past the bound the statement fails with an error wrapping ErrBusy. A transaction
 	// that cannot take its locks in the order the others take theirs (saving evaluations takes

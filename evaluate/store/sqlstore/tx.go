@@ -246,57 +246,34 @@ func (t *txn) GiveWay(ctx context.Context) error {
 	return err
 }
 
-func (t *txn) LockTrails(ctx context.Context, ids []string) ([]string, error) {
+func (t *txn) LockTrails(ctx context.Context, ids []string) (map[string]int64, error) {
 	sorted := slices.Compact(slices.Sorted(slices.Values(ids)))
 	lock := ""
 	if t.d.name == postgresDialect.name {
 		// NO KEY UPDATE is what an UPDATE of the row takes, and it does not conflict with the
 		// KEY SHARE that inserting an attestation or event (a foreign key to the trail) takes.
-		lock = ` FOR NO KEY UPDATE SKIP LOCKED`
+		lock = ` FOR NO KEY UPDATE OF t SKIP LOCKED`
 	}
-	out := make([]string, 0, len(sorted))
+	out := make(map[string]int64, len(sorted))
 	for start := 0; start < len(sorted); start += maxParams {
 		part := sorted[start:min(start+maxParams, len(sorted))]
-		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT id FROM trails WHERE id IN (`+placeholders(len(part))+
-			`) ORDER BY id`+lock, anys(part)...)
+		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT t.id, COALESCE(d.generation, 0) FROM trails t
+			LEFT JOIN dirty_trails d ON d.trail_id = t.id WHERE t.id IN (`+placeholders(len(part))+`) ORDER BY t.id`+lock,
+			anys(part)...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
-			}
-			out = append(out, id)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
-		}
-	}
-	return out, nil
-}
-
-func (t *txn) DirtyGenerations(ctx context.Context, ids []string) (map[string]int64, error) {
-	out := make(map[string]int64, len(ids))
-	for start := 0; start < len(ids); start += maxParams {
-		part := ids[start:min(start+maxParams, len(ids))]
-		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT trail_id, generation FROM dirty_trails WHERE trail_id IN (`+
-			placeholders(len(part))+`)`, anys(part)...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: dirty generations: %w", err)
 		}
 		for rows.Next() {
 			var id string
 			var gen int64
 			if err := rows.Scan(&id, &gen); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("sqlstore: dirty generations: %w", err)
+				return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
 			}
 			out[id] = gen
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, fmt.Errorf("sqlstore: dirty generations: %w", err)
+			return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
 		}
 	}
 	return out, nil

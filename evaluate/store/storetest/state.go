@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -669,19 +670,30 @@ func testConcurrentUpdates(t *testing.T, e *env) {
 	checkDirty(t, e)
 }
 
-// testLockTrails: LockTrails answers the existing trails among those asked, once each, in ID
-// order, and a transaction that gives way still commits what it wrote when nothing stood in its way.
+// testLockTrails: LockTrails answers the existing trails among those asked, each with its dirt
+// generation (0 when clean), and a transaction that gives way still commits what it wrote when
+// nothing stood in its way.
 func testLockTrails(t *testing.T, e *env) {
 	e.org(t, "org-a", "acme")
 	f := e.flow(t, "org-a", "flow-1", "app")
 	a := e.trail(t, f, "trail-b", "b", t0)
 	b := e.trail(t, f, "trail-a", "a", t0)
+	var gen int64
+	e.update(t, func(tx store.Tx) error {
+		must(t, "MarkDirty", tx.MarkDirty(e.ctx, a.ID))
+		var err error
+		gen, err = tx.DirtyGeneration(e.ctx, a.ID)
+		return err
+	})
 	e.update(t, func(tx store.Tx) error {
 		must(t, "GiveWay", tx.GiveWay(e.ctx))
 		got, err := tx.LockTrails(e.ctx, []string{a.ID, "no-such-trail", b.ID, a.ID})
 		must(t, "LockTrails", err)
-		if want := []string{"trail-a", "trail-b"}; !reflect.DeepEqual(got, want) {
-			t.Errorf("LockTrails = %v, want %v", got, want)
+		if ids, want := slices.Sorted(maps.Keys(got)), []string{"trail-a", "trail-b"}; !reflect.DeepEqual(ids, want) {
+			t.Errorf("LockTrails = %v, want %v", ids, want)
+		}
+		if got[a.ID] != gen || got[b.ID] != 0 {
+			t.Errorf("LockTrails generations = %v, want %s: %d (dirty), %s: 0 (clean)", got, a.ID, gen, b.ID)
 		}
 		if got, err := tx.LockTrails(e.ctx, nil); err != nil || len(got) != 0 {
 			t.Errorf("LockTrails(nil) = %v, %v", got, err)
