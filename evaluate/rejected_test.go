@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
 	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/pgtest"
 )
 
 // logRecords keeps what the evaluator logs, to check what the operator is told.
@@ -469,19 +469,10 @@ func TestCleanText(t *testing.T) {
 // afterwards. It fails under CI when there is no server, and skips otherwise.
 func openPostgres(t *testing.T) (st *sqlstore.Store, admin *sql.DB, app string) {
 	t.Helper()
-	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	dsn := pgtest.DSN(t)
 	admin, err := sql.Open("pgx", dsn)
-	if err == nil {
-		err = admin.Ping()
-	}
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL is unreachable under CI: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close() })
 	schema := fmt.Sprintf("vt_evaluate_%d", rand.Uint64()>>1)

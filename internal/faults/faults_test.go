@@ -3,10 +3,11 @@ package faults
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/veritrail/veritrail/internal/pgtest"
 )
 
 // TestMain runs the harness's child roles: the harness re-executes this test binary, which
@@ -16,30 +17,6 @@ func TestMain(m *testing.M) {
 		os.Exit(RunChild())
 	}
 	os.Exit(m.Run())
-}
-
-// testPostgres is the PostgreSQL the distributed run uses; unreachable, the test skips, but
-// fails under CI, which must never skip it silently.
-func testPostgres(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = db.PingContext(ctx)
-		cancel()
-		db.Close()
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL at VERITRAIL_TEST_POSTGRES is unreachable under CI: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable (set VERITRAIL_TEST_POSTGRES): %v", err)
-	}
-	return dsn
 }
 
 // runHarness runs one small schedule and fails the test with the report unless it passed.
@@ -74,7 +51,7 @@ func runHarness(t *testing.T, cfg Config) *Report {
 // PostgreSQL under 32 writers, and kills -9 an evaluator, the broker and ingest, and ends the
 // processes' PostgreSQL connections, once each.
 func TestDistributedUnderFaults(t *testing.T) {
-	dsn := testPostgres(t)
+	dsn := pgtest.DSN(t)
 	rep := runHarness(t, Config{Mode: Distributed, Postgres: dsn, Writers: 32, Rate: 400, Step: 200,
 		StepTimeout: 15 * time.Second, DrainTimeout: 20 * time.Second})
 	if len(rep.Faults) != 4 {

@@ -3,13 +3,11 @@ package bench
 import (
 	"bytes"
 	"context"
-	"database/sql"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, to see whether PostgreSQL is there
+	"github.com/veritrail/veritrail/internal/pgtest"
 )
 
 // TestRunAssert runs the assert phases for a moment: the numbers mean nothing at this length; the test proves that
@@ -45,7 +43,7 @@ func TestRunAssertDistributed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the distributed tiers")
 	}
-	dsn := testPostgres(t)
+	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
@@ -62,26 +60,4 @@ func TestRunAssertDistributed(t *testing.T) {
 			t.Errorf("%s: %+v", name, p)
 		}
 	}
-}
-
-// testPostgres answers the PostgreSQL of the tests (VERITRAIL_TEST_POSTGRES or the local one); an
-// unreachable server skips the test, except under CI, where it fails.
-func testPostgres(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err == nil {
-		err = db.Ping()
-		db.Close()
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL is unreachable under CI: %v", err)
-		}
-		t.Skip("PostgreSQL is unreachable")
-	}
-	return dsn
 }

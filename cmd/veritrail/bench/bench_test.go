@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/veritrail/veritrail/internal/pgtest"
 )
 
 // TestRunEndToEnd runs every phase for a moment, tiers apart included: the numbers mean nothing
@@ -72,7 +74,7 @@ func TestRunDistributedApart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the distributed tiers")
 	}
-	dsn := testPostgres(t)
+	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	body, contentType, err := attestationBody(1024)
