@@ -8,29 +8,30 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
-// Unacked calls fn for every message of topic that consumerGroup has not acknowledged, in
-// publish order: first those the publish journal holds and the mover has not moved into the
-// table yet, then those in the table after the group's acked offset (all of the topic when
-// the group never subscribed). A message moved meanwhile may be reported twice, never missed.
-// Metadata that does not decode is reported empty. A process that restarts on the bus uses it
-// to learn the backlog that the previous one acknowledged to its publishers and its consumers
-// had not handled.
+// Unacked calls fn once for every message of topic that consumerGroup has not acknowledged, in
+// publish order: those in the table after the group's acked offset (all of the topic when the
+// group never subscribed), then those the publish journal holds and the mover has not moved
+// into the table yet. The journal is read first, so that a message the mover moves meanwhile
+// is found in the table and not missed; it is reported from there, once. Metadata that does not
+// decode is reported empty. A process that restarts on the bus uses it to learn the backlog that
+// the previous one acknowledged to its publishers and its consumers had not handled.
 func (b *Bus) Unacked(ctx context.Context, consumerGroup, topic string, fn func(uuid string, md message.Metadata) error) error {
-	var err error
+	type pendingMsg struct {
+		uuid     string
+		metadata []byte
+	}
+	var pending []pendingMsg
+	inJournal := map[string]bool{} // pending uuid -> not yet found in the table
 	if b.jr != nil {
 		b.jr.eachPending(func(rec journalRecord) {
 			if rec.topic != topic {
 				return
 			}
 			for _, m := range rec.msgs {
-				if err == nil {
-					err = fn(m.uuid, decodeMetadata(m.metadata))
-				}
+				pending = append(pending, pendingMsg{m.uuid, m.metadata})
+				inJournal[m.uuid] = true
 			}
 		})
-		if err != nil {
-			return err
-		}
 	}
 	rows, err := b.db.QueryContext(ctx, `SELECT uuid, metadata FROM sqlitebus_messages
 		WHERE topic = ? AND "offset" > COALESCE(
@@ -45,12 +46,23 @@ func (b *Bus) Unacked(ctx context.Context, consumerGroup, topic string, fn func(
 		if err := rows.Scan(&uuid, &md); err != nil {
 			return fmt.Errorf("sqlitebus: unacked messages of %s: %w", topic, err)
 		}
+		if inJournal[uuid] {
+			inJournal[uuid] = false // moved meanwhile: reported here, not again below
+		}
 		if err := fn(uuid, decodeMetadata([]byte(md))); err != nil {
 			return err
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sqlitebus: unacked messages of %s: %w", topic, err)
+	}
+	for _, m := range pending {
+		if !inJournal[m.uuid] {
+			continue
+		}
+		if err := fn(m.uuid, decodeMetadata(m.metadata)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

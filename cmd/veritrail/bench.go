@@ -25,7 +25,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 1024, "size of each multipart attestation body")
 	snapshots := fs.Bool("snapshots", false, "measure K8S snapshot reports (baseline, ingest, evaluator) instead of attestations")
 	asserts := fs.Bool("assert", false, "measure assert (environment, flow and policy scope) against a bare Huma GET instead of attestations")
-	fs.StringVar(&cfg.Postgres, "postgres", "", "with --assert: measure the distributed mode on kfake and a fresh schema of this PostgreSQL URL; with --apart: also the distributed evaluator alone (1 and 2 evaluate tiers) against the embedded one")
+	fs.StringVar(&cfg.Postgres, "postgres", "", "with --assert: measure the distributed mode on kfake and a fresh schema of this PostgreSQL URL; with --apart: also the distributed evaluator alone (1 and 2 evaluate tiers) against the embedded one, and the whole distributed pipeline at full rate (1 and 2 evaluate tiers)")
 	fs.IntVar(&cfg.AssertLoadRate, "assert-load-rate", 500, "with --assert: attestations a second sent by the writers of the phase under ingest load")
 	fs.IntVar(&cfg.SnapshotArtifacts, "snapshot-artifacts", 200, "pods in each snapshot report (--snapshots)")
 	fs.BoolVar(&cfg.SnapshotRepeat, "snapshot-repeat", false, "every report repeats the last running set instead of alternating between two (--snapshots)")

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/veritrail/veritrail/bus/backlog"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
 )
@@ -72,6 +74,13 @@ func envDuration(flagName string, def time.Duration) time.Duration {
 	return def
 }
 
+func envInt64(flagName string, def int64) int64 {
+	if n, err := strconv.ParseInt(env(flagName, ""), 10, 64); err == nil {
+		return n
+	}
+	return def
+}
+
 // registerFlags binds the configuration shared by the tiers.
 func registerFlags(fs *flag.FlagSet, cfg *app.Config, tier string) {
 	fs.StringVar(&cfg.Addr, "addr", env("addr", "127.0.0.1:8080"), "HTTP listen address")
@@ -91,6 +100,8 @@ func registerFlags(fs *flag.FlagSet, cfg *app.Config, tier string) {
 		registerNotifyFlags(fs, &cfg.Notify)
 	case "ingest": // refuses rules whose targets notify would refuse
 		registerAllowPrivateFlag(fs, &cfg.Notify)
+		fs.Int64Var(&cfg.MaxBacklog, "max-backlog", envInt64("max-backlog", backlog.DefaultMax),
+			"how many messages the evaluators may be behind all ingest processes before publishes wait (up to 1 s each)")
 	}
 	cfg.BootstrapOrg = env("bootstrap-org", "")
 	cfg.BootstrapToken = env("bootstrap-token", "")

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/veritrail/veritrail/bus/backlog"
 	"github.com/veritrail/veritrail/bus/batch"
 	"github.com/veritrail/veritrail/bus/kafkabus"
 	"github.com/veritrail/veritrail/bus/sqlitebus"
@@ -51,6 +52,9 @@ type Config struct {
 	// Relay tunes the evaluate tier's relay of notification triggers to the bus.
 	Relay  evaluate.RelayConfig
 	Notify NotifyConfig
+	// MaxBacklog bounds, in the distributed mode, how many messages the evaluators may be behind
+	// ingest before publishes wait (bus/backlog); zero means backlog.DefaultMax.
+	MaxBacklog int64
 	// BootstrapOrg and BootstrapToken create an organization and an admin key at first start.
 	BootstrapOrg   string
 	BootstrapToken string
@@ -276,7 +280,15 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	ends := func(ctx context.Context) (map[int32]int64, error) { return offsets.End(ctx, contract.TopicEvidence) }
 	peers := ingest.NewPeers(ingest.PeersConfig{Process: uuid.NewString(), Store: st, Topic: contract.TopicEvidence, EndOffsets: ends,
 		Poll: cfg.Ingest.ConsistencyPoll, Log: log})
-	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
+	// Ingest accepts evidence faster than an evaluator applies it: publishes wait while the
+	// evaluators are more than MaxBacklog messages behind (all ingest processes together).
+	held := backlog.New(pub, backlog.Config{Topic: contract.TopicEvidence, Ends: ends, Max: cfg.MaxBacklog, Log: log,
+		Positions: func(ctx context.Context) (map[int32]int64, error) { return st.Positions(ctx, contract.TopicEvidence) }})
+	r.group.Go(func() error {
+		held.Run(ctx)
+		return nil
+	})
+	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: held, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
 		Notifications: st, Changes: changes, Peers: peers, Classify: st.Classify, Resolver: cfg.Resolver,
 		Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}})
 	r.API = api

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"math"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,6 +27,8 @@ import (
 // count of evaluators gets its own schema, broker and backlog.
 type DistributedApart struct {
 	Runs []DistributedRun `json:"runs"`
+	// Together is the whole distributed pipeline at full rate, with 1 and 2 evaluate tiers.
+	Together []DistributedTogether `json:"together"`
 	// VsEmbedded is one evaluator's rate over the embedded evaluator alone (Apart) of this run.
 	VsEmbedded float64 `json:"one_evaluator_over_embedded_evaluator"`
 }
@@ -64,72 +68,125 @@ func runDistributedApart(ctx context.Context, cfg Config, body []byte, contentTy
 			n, r.Backlog, r.Seconds, r.PerSecond, r.Deadlocks)
 		out.Runs = append(out.Runs, r)
 	}
+	for _, n := range []int{1, 2} {
+		fmt.Fprintf(cfg.Progress, "bench: phase 6: distributed ingest at full rate with %d evaluate tier(s)\n", n)
+		r, err := runDistributedTogether(ctx, cfg, body, contentType, n)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(cfg.Progress, "bench: phase 6: %d evaluator(s): %.0f/s accepted, largest backlog %d, drained in %.1f s\n",
+			n, r.Ingest.PerSecond, r.Evaluator.MaxBacklog, r.Evaluator.DrainSeconds)
+		out.Together = append(out.Together, r)
+	}
 	return out, nil
 }
 
-func runDistributedBacklog(ctx context.Context, cfg Config, body []byte, contentType string, evaluators int) (DistributedRun, error) {
-	run := DistributedRun{Evaluators: evaluators}
+// distEnv is one distributed run's world: a fresh schema of the PostgreSQL at --postgres, a
+// kfake broker, and the configuration the tiers start with.
+type distEnv struct {
+	admin   *sql.DB
+	schema  string
+	acfg    app.Config
+	secret  string
+	logs    deadlockCounter
+	cluster *kfake.Cluster
+}
+
+func newDistEnv(ctx context.Context, cfg Config) (*distEnv, error) {
 	admin, err := sql.Open("pgx", cfg.Postgres)
 	if err == nil {
 		err = admin.PingContext(ctx)
 	}
 	if err != nil {
-		return run, fmt.Errorf("bench: PostgreSQL at --postgres: %w", err)
+		return nil, fmt.Errorf("bench: PostgreSQL at --postgres: %w", err)
 	}
-	defer admin.Close()
-	schema := fmt.Sprintf("vt_bench_%d", time.Now().UnixNano())
-	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return run, fmt.Errorf("bench: create schema: %w", err)
+	e := &distEnv{admin: admin, schema: fmt.Sprintf("vt_bench_%d", time.Now().UnixNano())}
+	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+e.schema); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("bench: create schema: %w", err)
 	}
-	defer admin.Exec("DROP SCHEMA " + schema + " CASCADE")
 	u, err := url.Parse(cfg.Postgres)
 	if err != nil {
-		return run, fmt.Errorf("bench: --postgres must be a URL: %w", err)
+		e.close()
+		return nil, fmt.Errorf("bench: --postgres must be a URL: %w", err)
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	q.Set("search_path", e.schema)
 	u.RawQuery = q.Encode()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(kafkabus.DefaultPartitions)))
-	if err != nil {
-		return run, fmt.Errorf("bench: kfake: %w", err)
+	if e.cluster, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(kafkabus.DefaultPartitions))); err != nil {
+		e.close()
+		return nil, fmt.Errorf("bench: kfake: %w", err)
 	}
-	defer cluster.Close()
+	e.logs = newDeadlockCounter(newLogCounter().logger().Handler())
+	e.secret = app.NewSecret()
+	e.acfg = app.Config{Addr: "127.0.0.1:0", Postgres: u.String(), BootstrapOrg: benchOrg, BootstrapToken: e.secret,
+		Log: slog.New(e.logs), Kafka: kafkabus.Config{Brokers: e.cluster.ListenAddrs()}}
+	return e, nil
+}
 
-	logs := newDeadlockCounter(newLogCounter().logger().Handler())
-	secret := app.NewSecret()
-	acfg := app.Config{Addr: "127.0.0.1:0", Postgres: u.String(), BootstrapOrg: benchOrg, BootstrapToken: secret,
-		Log: slog.New(logs), Kafka: kafkabus.Config{Brokers: cluster.ListenAddrs()}}
+func (e *distEnv) close() {
+	if e.cluster != nil {
+		e.cluster.Close()
+	}
+	_, _ = e.admin.Exec("DROP SCHEMA " + e.schema + " CASCADE")
+	e.admin.Close()
+}
+
+// count is how many attestations the store holds.
+func (e *distEnv) count(ctx context.Context) (int, error) {
+	var n int
+	err := e.admin.QueryRowContext(ctx, `SELECT count(*) FROM `+e.schema+`.attestations`).Scan(&n)
+	return n, err
+}
+
+// start starts the ingest tier, prepares the flow and trails through it (applied by an
+// evaluator started for that and stopped again), and returns the ingest tier and the count of
+// attestations the preparation left.
+func (e *distEnv) start(ctx context.Context, cfg Config, client *http.Client, acfg app.Config) (*app.Running, int, error) {
 	ev, err := app.StartEvaluate(ctx, acfg)
 	if err != nil {
-		return run, fmt.Errorf("bench: start evaluate: %w", err)
+		return nil, 0, fmt.Errorf("bench: start evaluate: %w", err)
 	}
 	in, err := app.StartIngest(ctx, acfg)
 	if err != nil {
 		ev.Close()
-		return run, fmt.Errorf("bench: start ingest: %w", err)
+		return nil, 0, fmt.Errorf("bench: start ingest: %w", err)
 	}
-	defer in.Close()
-	client := newClient(cfg.Concurrency)
-	defer client.CloseIdleConnections()
-	base := "http://" + in.Addr
-	err = prepare(ctx, client, base, secret, cfg.Trails) // the evaluator applies the flow and trails
+	err = prepare(ctx, client, "http://"+in.Addr, e.secret, cfg.Trails) // the evaluator applies the flow and trails
 	if cerr := ev.Close(); err == nil {
 		err = cerr
 	}
+	var prepared int
+	if err == nil {
+		prepared, err = e.count(ctx)
+	}
 	if err != nil {
-		return run, err
+		in.Close()
+		return nil, 0, err
 	}
-	count := func(ctx context.Context) (int, error) {
-		var n int
-		err := admin.QueryRowContext(ctx, `SELECT count(*) FROM `+schema+`.attestations`).Scan(&n)
-		return n, err
-	}
-	prepared, err := count(ctx)
-	if err != nil {
-		return run, err
-	}
+	return in, prepared, nil
+}
 
-	t := &target{client: client, url: trailURLs(base, benchOrg, benchFlow, cfg.Trails), token: secret,
+func runDistributedBacklog(ctx context.Context, cfg Config, body []byte, contentType string, evaluators int) (DistributedRun, error) {
+	run := DistributedRun{Evaluators: evaluators}
+	env, err := newDistEnv(ctx, cfg)
+	if err != nil {
+		return run, err
+	}
+	defer env.close()
+	client := newClient(cfg.Concurrency)
+	defer client.CloseIdleConnections()
+	// Ingest alone fills the backlog with no evaluator running: nothing may hold it back.
+	acfg := env.acfg
+	acfg.MaxBacklog = math.MaxInt64
+	in, prepared, err := env.start(ctx, cfg, client, acfg)
+	if err != nil {
+		return run, err
+	}
+	defer in.Close()
+	admin := env.admin
+
+	t := &target{client: client, url: trailURLs("http://"+in.Addr, benchOrg, benchFlow, cfg.Trails), token: env.secret,
 		contentType: contentType, body: body, want: 201}
 	var accepted atomic.Int64
 	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, &accepted)
@@ -148,7 +205,7 @@ func runDistributedBacklog(ctx context.Context, cfg Config, body []byte, content
 		defer e.Close()
 	}
 	p := &progress{st: in.Store, count: func(ctx context.Context) (int, error) {
-		n, err := count(ctx)
+		n, err := env.count(ctx)
 		return n - prepared, err
 	}}
 	// The clock starts at the first applied attestation: joining the consumer group takes a few
@@ -178,7 +235,72 @@ func runDistributedBacklog(ctx context.Context, cfg Config, body []byte, content
 	}
 	dl1, _ := databaseDeadlocks(ctx, admin)
 	run.DatabaseDeadlocks = dl1 - dl0
-	run.Deadlocks = int(logs.deadlocks.Load())
+	run.Deadlocks = int(env.logs.deadlocks.Load())
+	return run, nil
+}
+
+// DistributedTogether is the distributed mode's whole pipeline: ingest at full rate with
+// Evaluators evaluate tiers running, as in production; Evaluator tells whether they kept up
+// (the backlog the store saw during the load, and the drain after it).
+type DistributedTogether struct {
+	Evaluators        int       `json:"evaluators"`
+	Ingest            Phase     `json:"ingest"`
+	Evaluator         Evaluator `json:"evaluator"`
+	Deadlocks         int       `json:"deadlocks_logged"`
+	DatabaseDeadlocks int64     `json:"database_deadlocks"`
+}
+
+func runDistributedTogether(ctx context.Context, cfg Config, body []byte, contentType string, evaluators int) (DistributedTogether, error) {
+	run := DistributedTogether{Evaluators: evaluators}
+	env, err := newDistEnv(ctx, cfg)
+	if err != nil {
+		return run, err
+	}
+	defer env.close()
+	client := newClient(cfg.Concurrency)
+	defer client.CloseIdleConnections()
+	in, prepared, err := env.start(ctx, cfg, client, env.acfg)
+	if err != nil {
+		return run, err
+	}
+	defer in.Close()
+	for range evaluators {
+		e, err := app.StartEvaluate(ctx, env.acfg)
+		if err != nil {
+			return run, fmt.Errorf("bench: start evaluate: %w", err)
+		}
+		defer e.Close()
+	}
+	p := &progress{st: in.Store, count: func(ctx context.Context) (int, error) {
+		n, err := env.count(ctx)
+		return n - prepared, err
+	}}
+	t := &target{client: client, url: trailURLs("http://"+in.Addr, benchOrg, benchFlow, cfg.Trails), token: env.secret,
+		contentType: contentType, body: body, want: 201}
+	var warm atomic.Int64
+	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, &warm)
+	// Measure from idle evaluators, so the warm-up's backlog is not counted as the load's.
+	if err := p.waitIdle(ctx, int(warm.Load()), cfg.DrainTimeout); err != nil {
+		return run, fmt.Errorf("bench: after the warm-up: %w", err)
+	}
+	if p.base, err = p.total(ctx); err != nil {
+		return run, err
+	}
+	dl0, _ := databaseDeadlocks(ctx, env.admin)
+	env.logs.deadlocks.Store(0)
+	run.Ingest, err = measure(ctx, cfg, t, p, fmt.Sprintf("phase 6, %d evaluator(s)", evaluators))
+	run.Evaluator = p.ev
+	run.Evaluator.Samples = nil
+	if err != nil && err != errNotDrained {
+		return run, err
+	}
+	if run.Ingest.PerSecond > 0 {
+		run.Evaluator.VsIngest = run.Evaluator.ApplyPerSecond / run.Ingest.PerSecond
+	}
+	run.Evaluator.KeptUp = run.Evaluator.Drained && run.Evaluator.DrainSeconds <= 1
+	dl1, _ := databaseDeadlocks(ctx, env.admin)
+	run.DatabaseDeadlocks = dl1 - dl0
+	run.Deadlocks = int(env.logs.deadlocks.Load())
 	return run, nil
 }
 

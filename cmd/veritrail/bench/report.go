@@ -73,6 +73,12 @@ func (r *Result) WriteTable(w io.Writer) error {
 				run.Evaluators, run.PerSecond, run.Backlog-run.AppliedAtStart, run.Seconds, run.AppliedAtStart, run.Ingest.PerSecond, run.CPUPerApplied, run.PGCPUPerApplied,
 				run.Deadlocks, run.DatabaseDeadlocks)
 		}
+		for _, run := range d.Together {
+			ev := run.Evaluator
+			fmt.Fprintf(tw, "distributed whole, %d evaluator(s)	%.0f/s accepted (p50 %.2f ms, p99 %.2f ms), applied %.0f/s during the load, largest backlog %d, %d at the stop, drained in %.1f s (kept up: %s), deadlocks logged %d (database %d)\n",
+				run.Evaluators, run.Ingest.PerSecond, run.Ingest.P50ms, run.Ingest.P99ms, ev.ApplyPerSecond, ev.MaxBacklog, ev.BacklogAtStop,
+				ev.DrainSeconds, verdict(ev.KeptUp), run.Deadlocks, run.DatabaseDeadlocks)
+		}
 		fmt.Fprintf(tw, "distributed / embedded evaluator	%.2fx (target >= %.2f: %s)\n", d.VsEmbedded, DistributedTarget,
 			verdict(d.VsEmbedded >= DistributedTarget))
 	}
