@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/template"
 )
 

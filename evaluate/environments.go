@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/veritrail/veritrail/evaluate/policyeval"
-	"github.com/veritrail/veritrail/evaluate/snapshot"
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/policyeval"
+	"github.com/veritrail/veritrail/internal/snapshot"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/contract"
 )
 
 func applyEnvironment(ctx context.Context, tx store.Tx, e *contract.Envelope) error {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/contract"
 )
 
 // applyNotificationRule creates (numbering it), replaces or deletes a notification rule. Rule

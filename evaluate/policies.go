@@ -11,10 +11,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/veritrail/veritrail/evaluate/policyeval"
-	"github.com/veritrail/veritrail/evaluate/snapshot"
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/policies/policyeval"
+	"github.com/veritrail/veritrail/internal/snapshot"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 )
 

@@ -20,10 +20,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/veritrail/veritrail/bus/batch"
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/bus/batch"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/pgtest"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 func TestAnswerCache(t *testing.T) {

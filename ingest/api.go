@@ -28,12 +28,12 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
-	"github.com/veritrail/veritrail/evaluate/policyeval"
-	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/blobs"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/customtype"
 	"github.com/veritrail/veritrail/policies/envpolicy"
+	"github.com/veritrail/veritrail/policies/policyeval"
 	"github.com/veritrail/veritrail/policies/template"
 )
 

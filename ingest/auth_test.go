@@ -3,7 +3,7 @@ package ingest
 import (
 	"testing"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 func TestRoleTable(t *testing.T) {

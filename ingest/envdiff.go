@@ -8,8 +8,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/veritrail/veritrail/evaluate/snapshot"
 	"github.com/veritrail/veritrail/ingest/snapexpr"
+	"github.com/veritrail/veritrail/internal/snapshot"
 )
 
 // snapshotArtifact is what env-diff reads of a stored snapshot's artifacts (the document the

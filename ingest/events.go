@@ -8,8 +8,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/snapexpr"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // EventsInput are the parameters of list environment events.

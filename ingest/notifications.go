@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"net/http"
 	"net/mail"
 	"net/netip"
@@ -16,17 +17,16 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
-	"github.com/veritrail/veritrail/notify"
+	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/plugins/sdk/safehttp"
 )
 
 // NotificationLog is what the API reads of the notify tier's delivery log: each target's
 // outcomes, and the dead letters admins need to see. The store implements it.
 type NotificationLog interface {
-	notify.Outcomes
-	RuleDeadLetters(ctx context.Context, org string, rule int64, limit int) ([]notify.DeadLetter, error)
+	deliverylog.Outcomes
+	RuleDeadLetters(ctx context.Context, org string, rule int64, limit int) ([]deliverylog.DeadLetter, error)
 }
 
 // NotificationTargetInput is one target of a rule. webhook is the URL of a WEBHOOK target, the
@@ -288,14 +288,14 @@ func (a *API) notificationView(ctx context.Context, p *Principal, r store.Notifi
 	v := EnvironmentNotificationView{Name: r.Name, Type: notificationType, Number: r.Number, Environments: nonNil(r.Environments),
 		Triggers: nonNil(r.Triggers), Targets: []NotificationTargetView{}, CreatedBy: r.CreatedBy, LastModifiedAt: r.LastModifiedAt,
 		CreatedAt: &created}
-	var outcomes []notify.TargetOutcome
+	var outcomes []deliverylog.TargetOutcome
 	if a.notifications != nil && r.Number > 0 {
 		var err error
 		if outcomes, err = a.notifications.TargetOutcomes(ctx, p.Org.Name, r.Number); err != nil {
 			return v, a.internal(ctx, "read notification outcomes", err)
 		}
 	}
-	var current []notify.TargetOutcome // the rule's outcome is its current targets'
+	var current []deliverylog.TargetOutcome // the rule's outcome is its current targets'
 	for _, t := range r.Targets {
 		tv := NotificationTargetView{ID: t.ID, Type: t.Type, Webhook: t.URL, Emails: t.Emails, Plugin: t.Plugin, Context: t.Context,
 			HasSecret: t.Secret != ""}
@@ -311,7 +311,7 @@ func (a *API) notificationView(ctx context.Context, p *Principal, r store.Notifi
 		}
 		v.Targets = append(v.Targets, tv)
 	}
-	sum := notify.Summarize(current)
+	sum := deliverylog.Summarize(current)
 	v.IsFailing = sum.IsFailing
 	if sum.LastSuccessAt != nil {
 		v.LastSuccessTimestamp = optionalSeconds(*sum.LastSuccessAt)

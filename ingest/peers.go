@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // PeerStore is what Peers needs of the store shared by the ingest processes and the evaluator.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // fakePeerStore keeps marks, positions and dirty trails in memory and counts the calls.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/veritrail/veritrail/evaluate/policyeval"
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/policies/policyeval"
 )
 
 // storedVerdict is the verdict a snapshot artifact keeps (evaluate.SnapshotVerdict).

@@ -9,7 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // Rejected messages are writes that were answered 2xx but that the evaluator could never apply

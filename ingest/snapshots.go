@@ -12,8 +12,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/veritrail/veritrail/evaluate/store"
 	"github.com/veritrail/veritrail/ingest/snapexpr"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // snapshotIndexes loads an environment's snapshot timestamps for resolving expressions.

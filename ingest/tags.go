@@ -7,7 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/contract"
 )
 
 func (a *API) registerTags() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"time"
 )
 
@@ -15,7 +16,7 @@ var ErrInFlight = errors.New("notify: delivery claimed by another worker")
 // DedupStage claims the delivery in the log. A delivery settled before is marked StatusDuplicate
 // and sends nothing; one claimed elsewhere fails with ErrInFlight.
 type DedupStage struct {
-	Log Log
+	Log deliverylog.Log
 	// Lease is how long the claim keeps other workers off; it must outlast the retry budget.
 	Lease time.Duration
 	Now   func() time.Time
@@ -23,18 +24,18 @@ type DedupStage struct {
 
 // Exec claims the delivery.
 func (s DedupStage) Exec(ctx context.Context, d *Delivery) error {
-	entry := Entry{Key: d.Key, Notifier: d.Notifier, Payload: d.Notification.Payload}
+	entry := deliverylog.Entry{Key: d.Key, Notifier: d.Notifier, Payload: d.Notification.Payload}
 	state, err := s.Log.Claim(ctx, entry, s.Now(), s.Lease)
 	if err != nil {
 		return fmt.Errorf("notify: claim %s: %w", d.Key, err)
 	}
 	switch state {
-	case Claimed:
+	case deliverylog.Claimed:
 		return nil
-	case AlreadyDelivered, AlreadyFailed:
+	case deliverylog.AlreadyDelivered, deliverylog.AlreadyFailed:
 		d.Status = StatusDuplicate
 		return nil
-	case InFlight:
+	case deliverylog.InFlight:
 		return fmt.Errorf("%w: %s", ErrInFlight, d.Key)
 	default:
 		return fmt.Errorf("notify: claim %s: unknown answer %d", d.Key, state)

@@ -1,37 +1,12 @@
 package notify
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"strconv"
 	"time"
 
 	"github.com/veritrail/veritrail/plugins/sdk"
 )
-
-// Key identifies one delivery: one event sent to one target of one rule. The delivery log is
-// keyed by it, so an event redelivered by the bus, or routed twice, is delivered once.
-type Key struct {
-	Org    string
-	Rule   int64  // the rule's number within its organization
-	Target string // sdk.Target.ID
-	Event  string // sdk.Event.ID
-}
-
-func (k Key) String() string {
-	return k.Org + "/" + strconv.FormatInt(k.Rule, 10) + "/" + k.Target + "/" + k.Event
-}
-
-// DeliveryID is the receiver-facing identity of the delivery (sdk.Payload.DeliveryID): stable
-// across retries and redeliveries, and revealing nothing about the organization's names.
-func (k Key) DeliveryID() string {
-	h := sha256.New()
-	for _, part := range []string{k.Org, strconv.FormatInt(k.Rule, 10), k.Target, k.Event} {
-		// Length prefixes keep ("a/b", "c") and ("a", "b/c") apart.
-		h.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
 
 // Status is where a delivery stands.
 type Status int
@@ -66,7 +41,7 @@ func (s Status) String() string {
 // Delivery is one notification on its way through the pipeline. Route creates it; the stages
 // fill in the rest.
 type Delivery struct {
-	Key Key
+	Key deliverylog.Key
 	// Notifier is the catalog name of the notifier for the target.
 	Notifier     string
 	Notification sdk.Notification

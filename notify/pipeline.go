@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"log/slog"
 	"time"
 
@@ -85,7 +86,7 @@ func (c Config) validate() error {
 
 // Deps are what the pipeline works with.
 type Deps struct {
-	Log       Log
+	Log       deliverylog.Log
 	Notifiers Notifiers
 	// Logger defaults to discarding.
 	Logger *slog.Logger

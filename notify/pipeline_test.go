@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/veritrail/veritrail/internal/deliverylog/memlog"
 	"github.com/veritrail/veritrail/notify"
-	"github.com/veritrail/veritrail/notify/memlog"
 	"github.com/veritrail/veritrail/plugins/builtin"
 	"github.com/veritrail/veritrail/plugins/builtin/webhook"
 	"github.com/veritrail/veritrail/plugins/sdk"
@@ -58,7 +59,7 @@ var fast = notify.Config{
 	MaxBackoff:     20 * time.Millisecond,
 }
 
-func pipeline(t *testing.T, cfg notify.Config, log notify.Log, n notifiers) *notify.Pipeline {
+func pipeline(t *testing.T, cfg notify.Config, log deliverylog.Log, n notifiers) *notify.Pipeline {
 	t.Helper()
 	p, err := notify.New(cfg, notify.Deps{Log: log, Notifiers: n})
 	if err != nil {
@@ -80,7 +81,7 @@ func rule(targets ...sdk.Target) notify.Rule {
 		Triggers: []sdk.Trigger{sdk.OnStartedArtifact}, Targets: targets}
 }
 
-func onlyOutcome(t *testing.T, log *memlog.Log) notify.TargetOutcome {
+func onlyOutcome(t *testing.T, log *memlog.Log) deliverylog.TargetOutcome {
 	t.Helper()
 	all, err := log.TargetOutcomes(context.Background(), "acme", 3)
 	if err != nil || len(all) != 1 {
@@ -101,7 +102,7 @@ func TestRecoveringReceiverGetsTheMessageOnce(t *testing.T) {
 		if n > 1 && n <= failures+1 {
 			// The previous attempt's failure is already on record while retries go on.
 			all, _ := log.TargetOutcomes(r.Context(), "acme", 3)
-			rule := notify.Summarize(all)
+			rule := deliverylog.Summarize(all)
 			failingSeen <- len(all) == 1 && all[0].IsFailing() && rule.IsFailing != nil && *rule.IsFailing
 		}
 		if n <= failures {
@@ -136,7 +137,7 @@ func TestRecoveringReceiverGetsTheMessageOnce(t *testing.T) {
 	if o.IsFailing() || !o.LastSuccessAt.After(o.LastFailureAt) || o.LastFailureReason != sdk.ReasonServerError {
 		t.Fatalf("after recovery: %+v, want not failing, success after the last failure", o)
 	}
-	if r := notify.Summarize([]notify.TargetOutcome{o}); r.IsFailing == nil || *r.IsFailing {
+	if r := deliverylog.Summarize([]deliverylog.TargetOutcome{o}); r.IsFailing == nil || *r.IsFailing {
 		t.Fatalf("rule outcome %+v after recovery", r)
 	}
 
@@ -351,7 +352,7 @@ type signalling struct {
 	recorded chan<- struct{}
 }
 
-func (s signalling) RecordFailure(ctx context.Context, key notify.Key, f notify.Failure) error {
+func (s signalling) RecordFailure(ctx context.Context, key deliverylog.Key, f deliverylog.Failure) error {
 	err := s.Log.RecordFailure(ctx, key, f)
 	s.recorded <- struct{}{}
 	return err
@@ -429,7 +430,7 @@ func TestRoute(t *testing.T) {
 	if len(ids) != len(ds) {
 		t.Errorf("delivery ids are not distinct: %v", ids)
 	}
-	if a, b := (notify.Key{Org: "a/b", Rule: 1, Target: "c", Event: "d"}), (notify.Key{Org: "a", Rule: 1, Target: "b/c", Event: "d"}); a.DeliveryID() == b.DeliveryID() {
+	if a, b := (deliverylog.Key{Org: "a/b", Rule: 1, Target: "c", Event: "d"}), (deliverylog.Key{Org: "a", Rule: 1, Target: "b/c", Event: "d"}); a.DeliveryID() == b.DeliveryID() {
 		t.Error("keys that differ only by where a slash sits share a delivery id")
 	}
 }

@@ -3,13 +3,14 @@ package notify
 import (
 	"context"
 	"fmt"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 )
 
 // RecordStage records a failed attempt in the log as it happens, so a rule reads as failing
 // while its delivery is still being retried rather than only once the budget is spent.
 // Successes are recorded by the settle stage, with the delivery, in one transaction.
 type RecordStage struct {
-	Log Log
+	Log deliverylog.Log
 }
 
 // Exec records d.Last when the attempt failed.
@@ -23,8 +24,8 @@ func (s RecordStage) Exec(ctx context.Context, d *Delivery) error {
 	return nil
 }
 
-func failureRecord(d *Delivery) Failure {
-	return Failure{
+func failureRecord(d *Delivery) deliverylog.Failure {
+	return deliverylog.Failure{
 		At:        d.LastAt,
 		Attempts:  d.Attempts,
 		Retryable: d.Last.Retryable,

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"slices"
 
 	"github.com/veritrail/veritrail/plugins/sdk"
@@ -40,7 +41,7 @@ func Route(ev sdk.Event, rules []Rule, routes map[sdk.TargetType]string) []*Deli
 			continue
 		}
 		for _, t := range r.Targets {
-			key := Key{Org: r.Org, Rule: r.Number, Target: t.ID, Event: ev.ID}
+			key := deliverylog.Key{Org: r.Org, Rule: r.Number, Target: t.ID, Event: ev.ID}
 			notifier := routes[t.Type]
 			if t.Type == sdk.TargetPlugin {
 				notifier = t.Plugin

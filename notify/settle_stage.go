@@ -3,13 +3,14 @@ package notify
 import (
 	"context"
 	"fmt"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"log/slog"
 )
 
 // SettleStage ends a claimed delivery in the log: delivered, or kept as a dead letter after a
 // permanent failure or an exhausted budget.
 type SettleStage struct {
-	Log    Log
+	Log    deliverylog.Log
 	Logger *slog.Logger
 }
 

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/faults"
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/faults"
 )
 
 const usage = `Usage: veritrail-bench <command> [flags]

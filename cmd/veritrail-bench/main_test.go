@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/veritrail/veritrail/internal/faults"
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/faults"
 )
 
 // TestMain runs the harness's child roles, as main does: the command re-executes its own

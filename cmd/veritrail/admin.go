@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/ingest"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/veritrail/veritrail/bus/backlog"
+	"github.com/veritrail/veritrail/internal/bus/backlog"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
 )

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/ingest"
 )
 

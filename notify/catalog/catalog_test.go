@@ -21,9 +21,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/veritrail/veritrail/internal/deliverylog/memlog"
 	"github.com/veritrail/veritrail/notify"
 	"github.com/veritrail/veritrail/notify/catalog"
-	"github.com/veritrail/veritrail/notify/memlog"
 	"github.com/veritrail/veritrail/plugins/builtin/webhook"
 	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"

@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/notify"
 	"github.com/veritrail/veritrail/plugins/sdk"
 )

@@ -9,15 +9,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/veritrail/veritrail/bus/keyed"
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/bus/keyed"
+	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/notify"
 )
 
@@ -42,7 +43,7 @@ type Rules interface {
 // Deps are the tier's collaborators.
 type Deps struct {
 	Rules     Rules
-	Log       notify.Log
+	Log       deliverylog.Log
 	Notifiers notify.Notifiers
 	Logger    *slog.Logger
 	// Now is the pipeline's clock; nil means time.Now.

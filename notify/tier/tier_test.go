@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/veritrail/veritrail/internal/deliverylog"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,10 +18,9 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
-	"github.com/veritrail/veritrail/notify"
-	"github.com/veritrail/veritrail/notify/memlog"
+	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/deliverylog/memlog"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/notify/tier"
 	"github.com/veritrail/veritrail/plugins/sdk"
 )
@@ -144,7 +144,7 @@ func TestHandle(t *testing.T) {
 	}
 	n := sender.sent[0]
 	if n.Target.URL != "https://hooks.example/1" || n.Target.Secret != "s" || n.Payload.Rule != (sdk.Rule{Org: "acme", Number: 1, Name: "prod eu scaling"}) ||
-		n.Payload.Event.ID != "tr-1" || n.Payload.DeliveryID != (notify.Key{Org: "acme", Rule: 1, Target: "h1", Event: "tr-1"}).DeliveryID() {
+		n.Payload.Event.ID != "tr-1" || n.Payload.DeliveryID != (deliverylog.Key{Org: "acme", Rule: 1, Target: "h1", Event: "tr-1"}).DeliveryID() {
 		t.Errorf("notification %+v", n)
 	}
 	out, err := log.TargetOutcomes(ctx, "acme", 1)

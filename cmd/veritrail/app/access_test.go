@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // keyFor makes a key of role in org and returns a client that uses it.

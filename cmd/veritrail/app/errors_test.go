@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 const simpleTemplate = "version: 1\ntrail:\n  attestations:\n  - name: tests\n    type: generic\n"

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/bus/kafkabus"
-	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
-	"github.com/veritrail/veritrail/bus/sqlitebus"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
+	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
 )
 
 // TestReadyFollowsTheDistributedDependencies: ingest's /ready is 503 while the Kafka broker

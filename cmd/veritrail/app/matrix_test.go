@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // The access matrix calls every operation of the OpenAPI description as every kind of caller

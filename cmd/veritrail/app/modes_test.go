@@ -13,10 +13,10 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/veritrail/veritrail/bus/kafkabus"
-	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
 	"github.com/veritrail/veritrail/evaluate"
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/notify"
 	"github.com/veritrail/veritrail/notify/catalog"

@@ -23,7 +23,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/plugins/builtin/webhook"
 	"github.com/veritrail/veritrail/plugins/plugintest"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 const policySchema = "_schema: https://kosli.com/schemas/policy/environment/v1\n"

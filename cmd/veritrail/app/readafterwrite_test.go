@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/veritrail/veritrail/bus/kafkabus"
-	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/contract"
 )
 
 // readAfterWriteTemplate asks for a generic attestation "tests" on the artifact "app".

@@ -14,11 +14,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/veritrail/veritrail/bus/kafkabus"
-	"github.com/veritrail/veritrail/bus/kafkabus/kafkatest"
-	"github.com/veritrail/veritrail/bus/sqlitebus"
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/ingest/contract"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
+	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/policies/template"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
-	"github.com/veritrail/veritrail/bus/sqlitebus"
+	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
-	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/ingest/blobs"
 )

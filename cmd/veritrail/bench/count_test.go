@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/veritrail/veritrail/evaluate/store"
-	"github.com/veritrail/veritrail/evaluate/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
 
 // TestAttestationCountFollowsTheStore: the incremental count agrees with the store's own count

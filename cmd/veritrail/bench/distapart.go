@@ -17,7 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/veritrail/veritrail/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 )
 

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/notify/tier"
 )
 

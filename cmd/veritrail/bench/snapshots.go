@@ -18,7 +18,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/evaluate/store"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // TestRunSnapshotsEndToEnd runs the snapshot phases for a moment in both modes: the numbers

@@ -1,0 +1,181 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"maps"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
+)
+
+// openLockStore opens a PostgreSQL store in a fresh schema with one flow, the trails trailIDs
+// and the environment env-1.
+// Its connections carry the application name lockApp(schema), which waitForLockWaiter looks for.
+func openLockStore(t *testing.T, trailIDs ...string) (*sqlstore.Store, *sql.DB, string) {
+	t.Helper()
+	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = defaultPostgres
+	}
+	admin := connectPostgres(t, dsn)
+	schema := createSchema(t, admin)
+	app := "vt_locks_" + schema
+	dsn = withParam(withSearchPath(dsn, schema), "application_name", app)
+	ctx := context.Background()
+	s, err := sqlstore.OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.CreateOrg(ctx, store.Org{ID: "org-a", Name: "acme", CreatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutTemplate(ctx, "tpl", "version: 1\n"); err != nil {
+			return err
+		}
+		if _, err := tx.UpsertFlow(ctx, store.Flow{ID: "flow-1", OrgID: "org-a", Name: "app", TemplateID: "tpl",
+			Tags: map[string]string{}, CreatedAt: 1, LastModifiedAt: 1}); err != nil {
+			return err
+		}
+		for _, id := range trailIDs {
+			if _, err := tx.UpsertTrail(ctx, store.Trail{ID: id, OrgID: "org-a", FlowID: "flow-1", Name: id, TemplateID: "tpl",
+				CreatedAt: 1, LastModifiedAt: 1}); err != nil {
+				return err
+			}
+		}
+		_, err := tx.UpsertEnvironment(ctx, store.Environment{ID: "env-1", OrgID: "org-a", Name: "prod", Type: "K8S",
+			Tags: map[string]string{}, CreatedAt: 1, LastModifiedAt: 1})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, admin, app
+}
+
+// withParam adds a run-time parameter to a URL DSN.
+func withParam(dsn, key, value string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// hold runs a transaction that does first, signals held, waits for release and then does then.
+func hold(ctx context.Context, s *sqlstore.Store, first func(store.Tx) error, held chan<- struct{}, release <-chan struct{},
+	then func(store.Tx) error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			if err := first(tx); err != nil {
+				return err
+			}
+			close(held)
+			<-release
+			if then != nil {
+				return then(tx)
+			}
+			return nil
+		})
+	}()
+	return done
+}
+
+// TestPostgresLockTrailsSkipsHeld: saving an evaluation never waits for a trail an apply holds;
+// LockTrails answers only the trails it could lock.
+func TestPostgresLockTrailsSkipsHeld(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := openLockStore(t, "trail-1", "trail-2")
+	held, release := make(chan struct{}), make(chan struct{})
+	apply := hold(ctx, s, func(tx store.Tx) error {
+		return tx.TouchTrails(ctx, map[string]float64{"trail-1": 2})
+	}, held, release, nil)
+	<-held
+	var got map[string]int64
+	bounded, cancel := context.WithTimeout(ctx, time.Minute) // a LockTrails that waited would wait for good
+	defer cancel()
+	err := s.Update(bounded, func(tx store.Tx) error {
+		var err error
+		got, err = tx.LockTrails(bounded, []string{"trail-2", "trail-1"})
+		return err
+	})
+	close(release)
+	if err != nil {
+		t.Fatalf("LockTrails beside a transaction holding trail-1: %v", err)
+	}
+	if ids := slices.Sorted(maps.Keys(got)); !reflect.DeepEqual(ids, []string{"trail-2"}) {
+		t.Errorf("LockTrails = %v, want [trail-2] (trail-1 is held)", ids)
+	}
+	if err := <-apply; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgresGiveWayBreaksCycle is the evaluator's deadlock: an apply holds an environment (a
+// snapshot earlier in its batch) and then touches a trail, while a save holds that trail and
+// judges the environment. The save gives way: it fails with store.ErrBusy and the apply
+// commits, with no deadlock for PostgreSQL to detect.
+func TestPostgresGiveWayBreaksCycle(t *testing.T) {
+	ctx := context.Background()
+	s, admin, app := openLockStore(t, "trail-1")
+	envHeld, saveHasTrail := make(chan struct{}), make(chan struct{})
+	apply := hold(ctx, s, func(tx store.Tx) error {
+		return tx.LockEnvironment(ctx, "env-1")
+	}, envHeld, saveHasTrail, func(tx store.Tx) error {
+		return tx.TouchTrails(ctx, map[string]float64{"trail-1": 2}) // waits for the save
+	})
+	<-envHeld
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.GiveWay(ctx); err != nil {
+			return err
+		}
+		locked, err := tx.LockTrails(ctx, []string{"trail-1"})
+		if err != nil || len(locked) != 1 {
+			return errors.Join(err, errors.New("the save did not get trail-1"))
+		}
+		close(saveHasTrail)
+		// Let the apply reach its wait for trail-1 before this waits for env-1.
+		if err := waitForLockWaiter(ctx, admin, app); err != nil {
+			return err
+		}
+		return tx.LockEnvironment(ctx, "env-1")
+	})
+	if !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("save in a lock cycle: %v, want store.ErrBusy", err)
+	}
+	if err := <-apply; err != nil {
+		t.Fatalf("apply after the save gave way: %v", err)
+	}
+}
+
+// waitForLockWaiter waits until a backend named app waits for a lock.
+func waitForLockWaiter(ctx context.Context, admin *sql.DB, app string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		var n int
+		err := admin.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+			AND wait_event_type = 'Lock'`, app).Scan(&n)
+		if err != nil || n > 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("no transaction came to wait for a lock")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
