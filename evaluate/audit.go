@@ -3,8 +3,8 @@ package evaluate
 import (
 	"context"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // recordAudit writes the audit record a message carries, keyed by the message ID so that a

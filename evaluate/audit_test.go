@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // TestAuditRecords: the audit record a message carries is written with the evidence, once

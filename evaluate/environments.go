@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/veritrail/veritrail/policies/policyeval"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/snapshot"
 	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/policies/policyeval"
 )
 
 func applyEnvironment(ctx context.Context, tx store.Tx, e *contract.Envelope) error {

@@ -15,8 +15,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/template"
 )

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // countingReader counts the facts the store answers, to tell what the cache read again.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // applyNotificationRule creates (numbering it), replaces or deletes a notification rule. Rule

@@ -11,11 +11,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/veritrail/veritrail/policies/policyeval"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/snapshot"
 	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/policies/envpolicy"
+	"github.com/veritrail/veritrail/policies/policyeval"
 )
 
 // policyJudge decides whether the artifacts running in an environment comply with its policies, inside the

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/envpolicy/envpolicytest"
 	"github.com/veritrail/veritrail/policies/template"

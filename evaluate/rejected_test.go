@@ -21,10 +21,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/veritrail/veritrail/internal/bus/batch"
-	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/pgtest"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
 
 // logRecords keeps what the evaluator logs, to check what the operator is told.

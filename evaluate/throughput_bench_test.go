@@ -17,9 +17,9 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
-	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/policies/template"
 )
 

@@ -7,10 +7,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/veritrail/veritrail/policies/policyeval"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/snapshot"
 	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/policies/policyeval"
 )
 
 // Notification triggers are written to the outbox in the transaction of the change they derive

@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
-	"github.com/veritrail/veritrail/ingest"
 )
 
 const adminUsage = `Usage: veritrail admin <subcommand> [flags] [args]

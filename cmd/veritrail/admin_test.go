@@ -13,10 +13,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/veritrail/veritrail/evaluate"
-	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/policies/template"
 )
 

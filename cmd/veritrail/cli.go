@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/bus/backlog"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/internal/bus/backlog"
 )
 
 const usage = `Usage: veritrail <command> [flags]

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
-	"github.com/veritrail/veritrail/ingest"
 )
 
 func TestAdminSeedAndWipe(t *testing.T) {

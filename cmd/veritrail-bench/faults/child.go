@@ -10,9 +10,9 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/devkafka"
 	"github.com/veritrail/veritrail/notify"
 	"github.com/veritrail/veritrail/notify/tier"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // DefaultOrg is the organization `serve` creates when nothing else is configured.

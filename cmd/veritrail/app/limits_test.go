@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // TestRateLimits sends bursts beyond the per-key and per-organization limits: the excess is

@@ -13,11 +13,11 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/veritrail/veritrail/evaluate"
+	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
-	"github.com/veritrail/veritrail/evaluate"
 	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/notify"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/notify/tier"

@@ -8,11 +8,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/evaluate"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
-	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/notify/tier"
 )
 

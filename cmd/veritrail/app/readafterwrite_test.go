@@ -8,8 +8,8 @@ import (
 
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // readAfterWriteTemplate asks for a generic attestation "tests" on the artifact "app".

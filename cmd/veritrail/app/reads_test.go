@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // TestReads exercises every read the CLI makes after the writes of a small pipeline.

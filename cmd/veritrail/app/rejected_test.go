@@ -17,8 +17,8 @@ import (
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
 	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/template"
 )
 

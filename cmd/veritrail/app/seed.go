@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // Seed is a reproducible set of identities: what `veritrail admin seed FILE` creates.

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // slowLimits are the production limits with a short body timeout, and without rate limits (this

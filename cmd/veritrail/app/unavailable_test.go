@@ -11,9 +11,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // TestUnavailableCarriesRetryAfter: a write whose publish fails, or whose attachment cannot be
