@@ -26,10 +26,11 @@ require (
 	golang.org/x/text v0.42.0
 	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.84.0
-	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 	modernc.org/sqlite v1.60.1
 )
+
+require google.golang.org/protobuf v1.36.12 // indirect
 
 require (
 	github.com/agnivade/levenshtein v1.2.1 // indirect
@@ -81,6 +82,7 @@ require (
 	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/vektah/gqlparser/v2 v2.5.58 // indirect
+	github.com/veritrail/veritrail/plugins/sdk v0.0.0-00010101000000-000000000000
 	github.com/xeipuuv/gojsonpointer v0.0.0-20190905194746-02993c407bfb // indirect
 	github.com/xeipuuv/gojsonreference v0.0.0-20180127040603-bd5ef7bd5415 // indirect
 	github.com/yashtewari/glob-intersection v0.2.0 // indirect
@@ -97,3 +99,7 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+// The plugin SDK is a module of its own (plugins/sdk/go.mod), so that plugin authors depend on
+// it alone; the server builds against the copy beside it.
+replace github.com/veritrail/veritrail/plugins/sdk => ./plugins/sdk

@@ -30,7 +30,7 @@ func layerOf(path string) layer {
 		return layer{"cmd", 4}
 	case top == "ingest" || top == "evaluate" || top == "notify":
 		return layer{top, 3}
-	case path == "plugins/sdk" || strings.HasPrefix(path, "plugins/sdk/") || path == "plugins/proto" || path == "plugins/plugintest":
+	case path == "plugins/sdk" || strings.HasPrefix(path, "plugins/sdk/"):
 		return layer{"plugin sdk", 0}
 	case top == "policies" || top == "plugins":
 		return layer{top, 2}

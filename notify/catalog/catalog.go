@@ -17,10 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,12 +33,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/veritrail/veritrail/plugins/proto"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/proto"
 )
 
-// ReasonChecksum is the failure reason of a plugin binary that does not match its pin.
-const ReasonChecksum = "checksum"
+// The failure reasons of plugins that can never serve a delivery as they are.
+const (
+	// ReasonChecksum: the binary does not match its pin.
+	ReasonChecksum = "checksum"
+	// ReasonProtocol: the binary was built against plugin protocol versions this server does not
+	// serve (plugins/README.md, "The SDK module and what it promises").
+	ReasonProtocol = "protocol_version"
+)
 
 // Entry is a plugin in the operator's configuration.
 type Entry struct {
@@ -352,6 +360,12 @@ func (p *process) connect(ctx context.Context, client *plugin.Client) (sdk.Notif
 			detail = err
 		}
 		return nil, sdk.Permanent(ReasonChecksum, fmt.Errorf("plugin %q: %w", p.entry.Name, detail))
+	}
+	if err != nil && strings.Contains(err.Error(), "incompatible API version") {
+		// No protocol version in common (go-plugin has no error value for it; its message is
+		// pinned by TestPluginOfAnotherProtocolVersionIsRefused): a retry meets the same binary.
+		return nil, sdk.Permanent(ReasonProtocol, fmt.Errorf("plugin %q: %s speaks no protocol version this server serves (%v): %w",
+			p.entry.Name, p.path, slices.Sorted(maps.Keys(proto.PluginSets(nil))), err))
 	}
 	if err != nil {
 		return nil, sdk.Retryable(sdk.ReasonPluginFailure, fmt.Errorf("plugin %q: start %s: %w", p.entry.Name, p.path, err))

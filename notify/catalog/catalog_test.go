@@ -25,8 +25,8 @@ import (
 	"github.com/veritrail/veritrail/notify"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/plugins/builtin/webhook"
-	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/plugintest"
 )
 
 // The example plugin is built once per test binary, with the go command, as an author would.
@@ -45,7 +45,10 @@ func examplePlugin(t *testing.T) string {
 			return
 		}
 		built = filepath.Join(dir, "pager")
-		cmd := exec.Command("go", "build", "-o", built, "../../plugins/example")
+		// The example is a module of its own, built against the SDK module alone, as an
+		// author's plugin is.
+		cmd := exec.Command("go", "build", "-o", built, ".")
+		cmd.Dir = "../../plugins/example"
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = errors.New("go build ./plugins/example: " + err.Error() + "\n" + string(out))
 		}
@@ -335,5 +338,32 @@ func TestEntriesAreChecked(t *testing.T) {
 	}
 	if _, err := catalog.New(catalog.Config{Plugins: []catalog.Entry{{Name: "p", Command: "pager", SHA256: sum}}}, nil); err == nil {
 		t.Fatal("New accepted plugins without a plugin directory")
+	}
+}
+
+// TestPluginOfAnotherProtocolVersionIsRefused: a plugin built against a protocol version the host
+// does not serve (here 2; the host serves 1) gets no common version at the handshake. The
+// delivery fails permanently, saying why, instead of being retried against it forever.
+func TestPluginOfAnotherProtocolVersionIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pager")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/futureplugin").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./testdata/futureplugin: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	n, err := newCatalog(t, dir, hex.EncodeToString(h[:]), nil).Lookup("pager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.Notify(context.Background(), plugintest.Sample(sdk.OnCompliantEnv, sdk.Target{Type: sdk.TargetPlugin, Plugin: "pager", URL: "http://127.0.0.1:1/"}))
+	fail := sdk.Classify(err)
+	if err == nil || fail.Retryable || fail.Reason != catalog.ReasonProtocol ||
+		!strings.Contains(err.Error(), "speaks no protocol version this server serves ([1])") ||
+		!strings.Contains(err.Error(), "Plugin version: 2") {
+		t.Fatalf("a plugin of protocol version 2: %v (%+v)", err, fail)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/plugintest"
 )
 
 func configured(t *testing.T) sdk.Notifier {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/veritrail/veritrail/plugins/proto"
+	"github.com/veritrail/veritrail/plugins/sdk/proto"
 )
 
 // The conversions between the SDK's types and the wire types. Times travel as UNIX nanoseconds,

@@ -1,7 +1,7 @@
 // Package sdk is what a notifier imports: the Notifier interface, the payload it delivers
 // (schema version SchemaVersion), the classification of failures, helpers for HTTP receivers
 // and Serve, which runs a Notifier as a go-plugin process speaking the gRPC contract of
-// plugins/proto.
+// plugins/sdk/proto.
 //
 // A notifier makes one attempt per Notify call and says whether another could succeed:
 //

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/veritrail/veritrail/plugins/proto"
+	"github.com/veritrail/veritrail/plugins/sdk/proto"
 )
 
 // Serve runs n as a notifier plugin: it answers go-plugin's handshake, serves every protocol

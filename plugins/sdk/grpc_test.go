@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/plugintest"
 )
 
 // recorder keeps what it was sent and fails as told.

@@ -26,8 +26,8 @@ import (
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/plugins/builtin/webhook"
-	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/plugintest"
 )
 
 // deliveryWait bounds every wait for a notification: generous for a loaded machine, and only
@@ -313,7 +313,9 @@ func examplePlugin(t *testing.T) (dir, sum string) {
 	t.Helper()
 	dir = t.TempDir()
 	bin := filepath.Join(dir, "pager")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../plugins/example").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", bin, ".") // in its own module, as an author builds it
+	build.Dir = "../../../plugins/example"
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./plugins/example: %v\n%s", err, out)
 	}
 	b, err := os.ReadFile(bin)

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/veritrail/veritrail/plugins/builtin/chat"
-	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/plugintest"
 )
 
 func configured(t *testing.T) sdk.Notifier {

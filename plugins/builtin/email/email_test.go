@@ -19,8 +19,8 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/veritrail/veritrail/plugins/builtin/email"
-	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/plugintest"
 )
 
 // received is one message as the server saw it.

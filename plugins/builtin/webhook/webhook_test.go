@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/veritrail/veritrail/plugins/builtin/webhook"
-	"github.com/veritrail/veritrail/plugins/plugintest"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/plugintest"
 )
 
 func configured(t *testing.T) sdk.Notifier {

@@ -1014,7 +1014,7 @@ const file_notifier_proto_rawDesc = "" +
 	"_compliant2\xc1\x01\n" +
 	"\bNotifier\x12^\n" +
 	"\tConfigure\x12'.veritrail.notifier.v1.ConfigureRequest\x1a(.veritrail.notifier.v1.ConfigureResponse\x12U\n" +
-	"\x06Notify\x12$.veritrail.notifier.v1.NotifyRequest\x1a%.veritrail.notifier.v1.NotifyResponseB.Z,github.com/veritrail/veritrail/plugins/protob\x06proto3"
+	"\x06Notify\x12$.veritrail.notifier.v1.NotifyRequest\x1a%.veritrail.notifier.v1.NotifyResponseB2Z0github.com/veritrail/veritrail/plugins/sdk/protob\x06proto3"
 
 var (
 	file_notifier_proto_rawDescOnce sync.Once

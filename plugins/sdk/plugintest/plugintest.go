@@ -21,8 +21,8 @@ import (
 
 	plugin "github.com/hashicorp/go-plugin"
 
-	"github.com/veritrail/veritrail/plugins/proto"
 	"github.com/veritrail/veritrail/plugins/sdk"
+	"github.com/veritrail/veritrail/plugins/sdk/proto"
 )
 
 // Suite describes the notifier under test.

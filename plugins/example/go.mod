@@ -1,0 +1,26 @@
+module github.com/veritrail/veritrail/plugins/example
+
+go 1.26.8
+
+require github.com/veritrail/veritrail/plugins/sdk v0.0.0-00010101000000-000000000000
+
+require (
+	github.com/fatih/color v1.13.0 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/hashicorp/go-hclog v1.6.3 // indirect
+	github.com/hashicorp/go-plugin v1.8.0 // indirect
+	github.com/hashicorp/yamux v0.1.2 // indirect
+	github.com/mattn/go-colorable v0.1.12 // indirect
+	github.com/mattn/go-isatty v0.0.17 // indirect
+	github.com/oklog/run v1.1.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260819154853-08b0e4226688 // indirect
+	google.golang.org/grpc v1.84.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+// In this repository the example builds against the SDK beside it; a plugin of your own
+// requires a released version of github.com/veritrail/veritrail/plugins/sdk instead.
+replace github.com/veritrail/veritrail/plugins/sdk => ../sdk
