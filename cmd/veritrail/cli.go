@@ -25,7 +25,6 @@ Commands:
   notify     run the notify tier (deliver notifications) on Kafka and PostgreSQL
   admin      manage organizations, users and API keys
   policy     tools for policy authors: lint, compile, test and what-if environment policies
-  bench      measure ingest and evaluator throughput against a bare Huma baseline, in-process
 
 Run 'veritrail <command> -h' for the flags of a command. Every flag can also be set with an
 environment variable: --data-dir is VERITRAIL_DATA_DIR, and so on.
@@ -49,8 +48,6 @@ func run(ctx context.Context, args []string) error {
 		return runAdmin(ctx, args[1:])
 	case "policy":
 		return runPolicy(ctx, args[1:], os.Stdout, os.Stderr)
-	case "bench":
-		return runBench(ctx, args[1:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return nil

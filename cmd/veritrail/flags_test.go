@@ -29,7 +29,7 @@ func TestAllowPrivateFlag(t *testing.T) {
 // TestCommandsParseTheirFlags: every command's flag set builds (a flag defined twice panics) and
 // -h prints its usage.
 func TestCommandsParseTheirFlags(t *testing.T) {
-	for _, cmd := range [][]string{{"bench", "-h"}, {"serve", "-h"}, {"ingest", "-h"}, {"evaluate", "-h"}, {"notify", "-h"}} {
+	for _, cmd := range [][]string{{"serve", "-h"}, {"ingest", "-h"}, {"evaluate", "-h"}, {"notify", "-h"}} {
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
