@@ -37,7 +37,7 @@ func writeFiles(t *testing.T, files map[string]string) string {
 func runPolicyCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err = runPolicy(context.Background(), args, &out, &errOut)
+	err = run(context.Background(), append([]string{"policy"}, args...), &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 
@@ -114,7 +114,7 @@ func TestPolicyCompile(t *testing.T) {
 }
 
 func TestPolicyUsage(t *testing.T) {
-	if _, errOut, err := runPolicyCmd(t); err == nil || !strings.Contains(errOut, "Usage: veritrail policy") {
+	if _, errOut, err := runPolicyCmd(t); err == nil || err.Error() != "no policy subcommand given" || !strings.Contains(errOut, "veritrail policy [command]") {
 		t.Errorf("no subcommand: %v %q", err, errOut)
 	}
 	if _, _, err := runPolicyCmd(t, "frobnicate"); err == nil || err.Error() != `unknown policy subcommand "frobnicate"` {
@@ -123,8 +123,11 @@ func TestPolicyUsage(t *testing.T) {
 	if _, _, err := runPolicyCmd(t, "what-if"); err == nil || !strings.Contains(err.Error(), "usage: veritrail policy what-if") {
 		t.Errorf("what-if without a file: %v", err)
 	}
-	if out, _, err := runPolicyCmd(t, "help"); err != nil || !strings.Contains(out, "A fixture file:") {
-		t.Errorf("help: %v", err)
+	if out, _, err := runPolicyCmd(t, "help"); err != nil || !strings.Contains(out, "what-if") {
+		t.Errorf("help: %v\n%s", err, out)
+	}
+	if out, _, err := runPolicyCmd(t, "test", "-h"); err != nil || !strings.Contains(out, "A fixture file:") {
+		t.Errorf("test -h: %v\n%s", err, out)
 	}
 	if _, _, err := runPolicyCmd(t, "test", "--run", "(", "x.yml"); err == nil || !strings.Contains(err.Error(), "--run") {
 		t.Errorf("bad --run: %v", err)

@@ -14,11 +14,11 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
-	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
-	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
 
 // Apart is each tier measured alone on the same data, as a deployment that gives the tiers

@@ -16,8 +16,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
-	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // AssertP99TargetMs is the brief's latency target for assert.

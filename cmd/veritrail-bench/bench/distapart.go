@@ -17,8 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 )
 
 // DistributedApart is the distributed evaluator measured alone, as Apart measures the embedded

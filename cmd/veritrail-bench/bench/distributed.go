@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 )
 
 // startDistributed starts the distributed mode in this process, as separate tiers would run:

@@ -31,8 +31,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/contract"
 )
 
