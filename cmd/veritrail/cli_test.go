@@ -100,9 +100,11 @@ func TestInvalidEnvironmentStopsTheTier(t *testing.T) {
 		})
 	}
 	t.Setenv("VERITRAIL_CONSISTENCY_WAIT", "1s")
-	t.Setenv("VERITRAIL_RATE_LIMIT_KEY", "-1")
-	if err := run(context.Background(), []string{"serve"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--rate-limit-key") {
-		t.Errorf("a negative rate limit: %v", err)
+	t.Setenv("VERITRAIL_RATE_LIMIT_KEY", "5")
+	t.Setenv("VERITRAIL_RATE_LIMIT_KEY_BURST", "0")
+	err := run(context.Background(), []string{"serve", "--data-dir", t.TempDir()}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--rate-limit-key-burst must be at least 1") {
+		t.Errorf("a rate limit without a burst: %v", err)
 	}
 }
 

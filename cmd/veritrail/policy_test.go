@@ -133,3 +133,18 @@ func TestPolicyUsage(t *testing.T) {
 		t.Errorf("bad --run: %v", err)
 	}
 }
+
+// TestPolicyTestCommand: `policy test` hands its files, -v and --run to the runner (policies/policytest).
+func TestPolicyTestCommand(t *testing.T) {
+	fixture := "policy: prod.yml\nenvironment: {name: prod, type: K8S}\ncases:\n" +
+		"  - name: no provenance\n    artifact: {name: a:1}\n    expect: {compliant: false}\n" +
+		"  - name: allowlisted\n    artifact: {name: b:1, allowlisted: true}\n    expect: {compliant: true}\n"
+	dir := writeFiles(t, map[string]string{"prod.yml": testPolicy, "cases.yml": fixture})
+	out, _, err := runPolicyCmd(t, "test", "-v", "--run", "allow", filepath.Join(dir, "cases.yml"))
+	if err != nil || out != "--- PASS: "+filepath.Join(dir, "cases.yml")+": allowlisted\nok: 1 passed\n" {
+		t.Errorf("policy test -v --run allow: %v\n%s", err, out)
+	}
+	if _, _, err := runPolicyCmd(t, "test"); err == nil || !strings.Contains(err.Error(), "usage: veritrail policy test FILE...") {
+		t.Errorf("policy test without files: %v", err)
+	}
+}

@@ -55,8 +55,12 @@ log-level: warn
 		} else {
 			def = "`" + def + "`"
 		}
+		help := s.Help
+		if s.min != nil {
+			help += fmt.Sprintf(" (at least %v)", *s.min)
+		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s | %s |\n", s.Key, flag, s.Env, strings.Join(s.Commands, ", "), def,
-			strings.ReplaceAll(s.Help, "|", `\|`))
+			strings.ReplaceAll(help, "|", `\|`))
 	}
 	b.WriteString(`
 Settings of one command only, which are not configuration (` + "`admin`" + ` subcommands' options, ` + "`policy`" + `

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -27,7 +28,7 @@ type Setting struct {
 	NoFlag bool
 
 	field int
-	min   *int64
+	min   *float64 // from the min tag: the least valid value (of a duration, in seconds)
 }
 
 // For reports whether command has the setting.
@@ -51,7 +52,7 @@ func All() []Setting {
 		}
 		s.Env = EnvName(s.Key)
 		if m := f.Tag.Get("min"); m != "" {
-			n, err := strconv.ParseInt(m, 10, 64)
+			n, err := strconv.ParseFloat(m, 64)
 			if err != nil {
 				panic(fmt.Sprintf("config: field %s: min tag %q: %v", f.Name, m, err))
 			}
@@ -120,6 +121,9 @@ func (v value) Set(text string) error {
 		if err != nil {
 			return fmt.Errorf("not a duration (like 30s, 2m, 1h30m)")
 		}
+		if err := v.atLeastMin(d.Seconds()); err != nil {
+			return err
+		}
 		v.v.SetInt(int64(d))
 		return nil
 	case v.v.Type() == levelType:
@@ -144,14 +148,17 @@ func (v value) Set(text string) error {
 		if err != nil {
 			return fmt.Errorf("not an integer of %d bits", v.v.Type().Bits())
 		}
-		if v.s.min != nil && n < *v.s.min {
-			return fmt.Errorf("must be at least %d", *v.s.min)
+		if err := v.atLeastMin(float64(n)); err != nil {
+			return err
 		}
 		v.v.SetInt(n)
 	case reflect.Float64:
 		f, err := strconv.ParseFloat(text, 64)
-		if err != nil {
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return fmt.Errorf("not a number")
+		}
+		if err := v.atLeastMin(f); err != nil {
+			return err
 		}
 		v.v.SetFloat(f)
 	case reflect.Slice:
@@ -164,6 +171,14 @@ func (v value) Set(text string) error {
 		v.v.Set(reflect.ValueOf(items))
 	default:
 		return fmt.Errorf("unsupported type %s", v.v.Type())
+	}
+	return nil
+}
+
+// atLeastMin refuses a number below the setting's min tag.
+func (v value) atLeastMin(n float64) error {
+	if v.s.min != nil && n < *v.s.min {
+		return fmt.Errorf("must be at least %v", *v.s.min)
 	}
 	return nil
 }

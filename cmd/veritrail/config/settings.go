@@ -26,7 +26,7 @@ import (
 type Settings struct {
 	Addr            string        `koanf:"addr" for:"serve ingest evaluate notify" help:"HTTP listen address"`
 	BaseURL         string        `koanf:"base-url" for:"serve ingest evaluate notify" help:"public base URL of html_url links (empty: http://ADDR)"`
-	ConsistencyWait time.Duration `koanf:"consistency-wait" for:"serve ingest evaluate notify" help:"how long a read waits for the writes of its organization acknowledged before it to be applied"`
+	ConsistencyWait time.Duration `koanf:"consistency-wait" for:"serve ingest evaluate notify" min:"0" help:"how long a read waits for the writes of its organization acknowledged before it to be applied"`
 	LogLevel        slog.Level    `koanf:"log-level" for:"serve ingest evaluate notify" help:"debug, info, warn or error"`
 
 	DataDir  string `koanf:"data-dir" for:"serve admin" help:"directory of the embedded mode's state, bus and attachments"`
@@ -38,27 +38,27 @@ type Settings struct {
 	KafkaPartitions        int32    `koanf:"kafka-partitions" for:"ingest evaluate notify" min:"1" help:"partitions of the Kafka topics created on first use"`
 	KafkaReplicationFactor int16    `koanf:"kafka-replication-factor" for:"ingest evaluate notify" min:"1" help:"replication factor of the Kafka topics created on first use"`
 
-	RateLimitKey         float64       `koanf:"rate-limit-key" for:"serve ingest evaluate notify" help:"requests per second one API key may make; 0 = unlimited"`
-	RateLimitKeyBurst    int           `koanf:"rate-limit-key-burst" for:"serve ingest evaluate notify" help:"requests one API key may make at once"`
-	RateLimitOrg         float64       `koanf:"rate-limit-org" for:"serve ingest evaluate notify" help:"requests per second all keys of one organization may make; 0 = unlimited"`
-	RateLimitOrgBurst    int           `koanf:"rate-limit-org-burst" for:"serve ingest evaluate notify" help:"requests all keys of one organization may make at once"`
-	MaxInFlightWrites    int           `koanf:"max-inflight-writes" for:"serve ingest evaluate notify" help:"writes handled at once before 503; 0 = unbounded"`
-	MaxInFlightWritesKey int           `koanf:"max-inflight-writes-key" for:"serve ingest evaluate notify" help:"writes one API key may have in flight before 429; 0 = no share"`
-	MaxInFlightWritesOrg int           `koanf:"max-inflight-writes-org" for:"serve ingest evaluate notify" help:"writes one organization may have in flight before 429; 0 = no share"`
-	BodyReadTimeout      time.Duration `koanf:"body-read-timeout" for:"serve ingest evaluate notify" help:"time a request body may take beyond what its size needs at --min-transfer-rate, then 408; 0 = no limit"`
-	MinTransferRate      float64       `koanf:"min-transfer-rate" for:"serve ingest evaluate notify" help:"bytes per second a body upload or a response download must keep up to be given more time; 0 = none"`
-	WriteTimeout         time.Duration `koanf:"write-timeout" for:"serve ingest evaluate notify" help:"time the client may take to accept each response write, beyond what its size needs at --min-transfer-rate; 0 = no limit"`
-	IdleTimeout          time.Duration `koanf:"idle-timeout" for:"serve ingest evaluate notify" help:"time a keep-alive connection may wait for its next request; 0 = forever"`
+	RateLimitKey         float64       `koanf:"rate-limit-key" for:"serve ingest evaluate notify" min:"0" help:"requests per second one API key may make; 0 = unlimited"`
+	RateLimitKeyBurst    int           `koanf:"rate-limit-key-burst" for:"serve ingest evaluate notify" min:"0" help:"requests one API key may make at once"`
+	RateLimitOrg         float64       `koanf:"rate-limit-org" for:"serve ingest evaluate notify" min:"0" help:"requests per second all keys of one organization may make; 0 = unlimited"`
+	RateLimitOrgBurst    int           `koanf:"rate-limit-org-burst" for:"serve ingest evaluate notify" min:"0" help:"requests all keys of one organization may make at once"`
+	MaxInFlightWrites    int           `koanf:"max-inflight-writes" for:"serve ingest evaluate notify" min:"0" help:"writes handled at once before 503; 0 = unbounded"`
+	MaxInFlightWritesKey int           `koanf:"max-inflight-writes-key" for:"serve ingest evaluate notify" min:"0" help:"writes one API key may have in flight before 429; 0 = no share"`
+	MaxInFlightWritesOrg int           `koanf:"max-inflight-writes-org" for:"serve ingest evaluate notify" min:"0" help:"writes one organization may have in flight before 429; 0 = no share"`
+	BodyReadTimeout      time.Duration `koanf:"body-read-timeout" for:"serve ingest evaluate notify" min:"0" help:"time a request body may take beyond what its size needs at --min-transfer-rate, then 408; 0 = no limit"`
+	MinTransferRate      float64       `koanf:"min-transfer-rate" for:"serve ingest evaluate notify" min:"0" help:"bytes per second a body upload or a response download must keep up to be given more time; 0 = none"`
+	WriteTimeout         time.Duration `koanf:"write-timeout" for:"serve ingest evaluate notify" min:"0" help:"time the client may take to accept each response write, beyond what its size needs at --min-transfer-rate; 0 = no limit"`
+	IdleTimeout          time.Duration `koanf:"idle-timeout" for:"serve ingest evaluate notify" min:"0" help:"time a keep-alive connection may wait for its next request; 0 = forever"`
 
-	MaxBacklog int64 `koanf:"max-backlog" for:"ingest" help:"how many messages the evaluators may be behind all ingest processes before publishes wait (up to 1 s each)"`
+	MaxBacklog int64 `koanf:"max-backlog" for:"ingest" min:"0" help:"how many messages the evaluators may be behind all ingest processes before publishes wait (up to 1 s each)"`
 
 	NotifyCatalog        string        `koanf:"notify-catalog" for:"serve notify" help:"YAML or JSON file of pinned notifier plugins and built-in settings (see docs/ARCHITECTURE.md)"`
 	NotifyPluginDir      string        `koanf:"notify-plugin-dir" for:"serve notify" help:"directory of the notifier plugin binaries (overrides the catalog's plugin_dir)"`
 	NotifyAllowPrivate   bool          `koanf:"notify-allow-private" for:"serve ingest notify" help:"let webhook and chat targets be loopback, private and link-local addresses, in rules (ingest) and at delivery (notify) (SSRF guard off; tests, on-premises receivers); give ingest and notify the same value"`
-	NotifyBudget         time.Duration `koanf:"notify-budget" for:"serve notify" help:"how long one delivery is retried before it is kept as a dead letter"`
-	NotifyAttemptTimeout time.Duration `koanf:"notify-attempt-timeout" for:"serve notify" help:"bound on one delivery attempt"`
-	NotifyInitialBackoff time.Duration `koanf:"notify-initial-backoff" for:"serve notify" help:"first wait between attempts; it doubles, with jitter"`
-	NotifyMaxBackoff     time.Duration `koanf:"notify-max-backoff" for:"serve notify" help:"longest wait between attempts"`
+	NotifyBudget         time.Duration `koanf:"notify-budget" for:"serve notify" min:"0" help:"how long one delivery is retried before it is kept as a dead letter"`
+	NotifyAttemptTimeout time.Duration `koanf:"notify-attempt-timeout" for:"serve notify" min:"0" help:"bound on one delivery attempt"`
+	NotifyInitialBackoff time.Duration `koanf:"notify-initial-backoff" for:"serve notify" min:"0" help:"first wait between attempts; it doubles, with jitter"`
+	NotifyMaxBackoff     time.Duration `koanf:"notify-max-backoff" for:"serve notify" min:"0" help:"longest wait between attempts"`
 	NotifyConcurrency    int           `koanf:"notify-concurrency" for:"serve notify" min:"1" help:"triggers delivered at once (those of one environment one after the other)"`
 
 	BootstrapOrg   string `koanf:"bootstrap-org" for:"serve ingest" help:"organization created at first start, with an admin key (bootstrap-token)"`
