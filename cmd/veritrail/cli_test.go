@@ -152,3 +152,19 @@ func TestVersion(t *testing.T) {
 		t.Errorf("describeBuild = %q, want %q", got, want)
 	}
 }
+
+// TestSingleDashLongFlags: -name and -name=value, which the standard flag package accepted, still
+// work; short flags, negative numbers and arguments after "--" are left alone.
+func TestSingleDashLongFlags(t *testing.T) {
+	got := singleDashLongFlags(newRoot(), []string{"serve", "-addr", ":1", "-data-dir=d", "-h", "-v", "--postgres", "-1", "-nosuch", "--", "-addr"})
+	want := []string{"serve", "--addr", ":1", "--data-dir=d", "-h", "-v", "--postgres", "-1", "-nosuch", "--", "-addr"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"admin", "create-org", "acme", "-data-dir", dir}, &out, io.Discard); err != nil ||
+		out.String() != "created organization acme\n" {
+		t.Fatalf("admin create-org acme -data-dir DIR: %v %q", err, out.String())
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/cmd/veritrail/config"
@@ -14,7 +16,7 @@ import (
 // run runs the command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := newRoot()
-	root.SetArgs(args)
+	root.SetArgs(singleDashLongFlags(root, args))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	return root.ExecuteContext(ctx)
@@ -49,6 +51,34 @@ variables < flags; every setting is listed in docs/CONFIGURATION.md and in 'veri
 		configCommand(),
 	)
 	return root
+}
+
+// singleDashLongFlags rewrites -name and -name=value, which the standard flag package of the
+// earlier command line accepted, as --name: scripts written for it keep working. Only names of
+// long flags of the tree are rewritten, and nothing after "--".
+func singleDashLongFlags(root *cobra.Command, args []string) []string {
+	long := map[string]bool{}
+	var collect func(*cobra.Command)
+	collect = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { long[f.Name] = true })
+		for _, sub := range c.Commands() {
+			collect(sub)
+		}
+	}
+	collect(root)
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && long[name] {
+			a = "-" + a
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // noSubcommand lets a command that groups others take any arguments, so that groupRun words
