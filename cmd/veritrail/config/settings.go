@@ -61,8 +61,8 @@ type Settings struct {
 	NotifyMaxBackoff     time.Duration `koanf:"notify-max-backoff" for:"serve notify" min:"0" help:"longest wait between attempts"`
 	NotifyConcurrency    int           `koanf:"notify-concurrency" for:"serve notify" min:"1" help:"triggers delivered at once (those of one environment one after the other)"`
 
-	BootstrapOrg   string `koanf:"bootstrap-org" for:"serve ingest" help:"organization created at first start, with an admin key (bootstrap-token)"`
-	BootstrapToken string `koanf:"bootstrap-token" for:"serve ingest" flag:"-" help:"secret of the admin key of bootstrap-org, created at first start (environment or file only: a flag would show it in the process list)"`
+	BootstrapOrg   string `koanf:"bootstrap-org" for:"serve ingest" help:"organization ensured at every start with an admin key whose secret is bootstrap-token; set both or neither (with neither, serve creates the organization default once and prints its new key)"`
+	BootstrapToken string `koanf:"bootstrap-token" for:"serve ingest" flag:"-" help:"secret of the admin key of bootstrap-org (environment or config file only: a flag would show it in the process list)"`
 }
 
 // Defaults are the settings before any file, environment variable or flag.
