@@ -2,12 +2,8 @@ package ingest
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,13 +48,10 @@ type Limits struct {
 	// IdleTimeout closes a keep-alive connection that has waited that long for its next
 	// request. 0 means never.
 	IdleTimeout time.Duration
-
-	// envErr keeps invalid environment values seen by RegisterFlags until Validate.
-	envErr error
 }
 
-// DefaultLimits are the limits of `veritrail serve` and `veritrail ingest` when no flag or
-// environment variable sets them. A CI key rarely makes more than a few requests a second;
+// DefaultLimits are the limits of `veritrail serve` and `veritrail ingest` when no setting
+// changes them (cmd/veritrail/config). A CI key rarely makes more than a few requests a second;
 // the per-key bucket lets a pipeline's burst through and stops a runaway loop.
 // A key may hold an eighth of the write places and an organization half of them, and 64 KiB/s
 // (512 kbit/s) brings a 10 MB attachment in within about three minutes.
@@ -69,41 +62,9 @@ func DefaultLimits() Limits {
 		IdleTimeout: 2 * time.Minute}
 }
 
-// RegisterFlags registers --rate-limit-key, --rate-limit-key-burst, --rate-limit-org,
-// --rate-limit-org-burst, --max-inflight-writes (and its -key and -org shares),
-// --body-read-timeout, --min-transfer-rate, --write-timeout and --idle-timeout, with defaults
-// from l overridden by VERITRAIL_RATE_LIMIT_KEY and so on; an invalid environment value is
-// reported by Validate.
-func (l *Limits) RegisterFlags(fs *flag.FlagSet) {
-	l.envErr = nil
-	register := func(v flag.Value, name, usage string) {
-		env := "VERITRAIL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-		if s, ok := os.LookupEnv(env); ok {
-			if err := v.Set(s); err != nil {
-				l.envErr = errors.Join(l.envErr, fmt.Errorf("%s=%q: %w", env, s, err))
-			}
-		}
-		fs.Var(v, name, fmt.Sprintf("%s (env %s)", usage, env))
-	}
-	register(floatFlag{&l.KeyRate}, "rate-limit-key", "requests per second one API key may make; 0 = unlimited")
-	register(intFlag{&l.KeyBurst}, "rate-limit-key-burst", "requests one API key may make at once")
-	register(floatFlag{&l.OrgRate}, "rate-limit-org", "requests per second all keys of one organization may make; 0 = unlimited")
-	register(intFlag{&l.OrgBurst}, "rate-limit-org-burst", "requests all keys of one organization may make at once")
-	register(intFlag{&l.MaxInFlightWrites}, "max-inflight-writes", "writes handled at once before 503; 0 = unbounded")
-	register(intFlag{&l.KeyInFlightWrites}, "max-inflight-writes-key", "writes one API key may have in flight before 429; 0 = no share")
-	register(intFlag{&l.OrgInFlightWrites}, "max-inflight-writes-org", "writes one organization may have in flight before 429; 0 = no share")
-	register(durationFlag{&l.BodyReadTimeout}, "body-read-timeout",
-		"time a request body may take beyond what its size needs at --min-transfer-rate, then 408; 0 = no limit")
-	register(floatFlag{&l.MinTransferRate}, "min-transfer-rate",
-		"bytes per second a body upload or a response download must keep up to be given more time; 0 = none")
-	register(durationFlag{&l.WriteTimeout}, "write-timeout",
-		"time the client may take to accept each response write, beyond what its size needs at --min-transfer-rate; 0 = no limit")
-	register(durationFlag{&l.IdleTimeout}, "idle-timeout", "time a keep-alive connection may wait for its next request; 0 = forever")
-}
-
 // Validate reports every problem of l at once.
 func (l Limits) Validate() error {
-	errs := []error{l.envErr}
+	var errs []error
 	check := func(name string, rate float64, burst int) {
 		if rate < 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
 			errs = append(errs, fmt.Errorf("--rate-limit-%s must be a number of requests per second, at least 0", name))
@@ -128,60 +89,6 @@ func (l Limits) Validate() error {
 		errs = append(errs, errors.New("--min-transfer-rate must be a number of bytes per second, at least 0"))
 	}
 	return errors.Join(errs...)
-}
-
-type floatFlag struct{ p *float64 }
-
-func (f floatFlag) String() string {
-	if f.p == nil {
-		return "0"
-	}
-	return strconv.FormatFloat(*f.p, 'g', -1, 64)
-}
-
-func (f floatFlag) Set(s string) error {
-	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil {
-		return err
-	}
-	*f.p = v
-	return nil
-}
-
-type durationFlag struct{ p *time.Duration }
-
-func (f durationFlag) String() string {
-	if f.p == nil {
-		return "0s"
-	}
-	return f.p.String()
-}
-
-func (f durationFlag) Set(s string) error {
-	v, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return err
-	}
-	*f.p = v
-	return nil
-}
-
-type intFlag struct{ p *int }
-
-func (f intFlag) String() string {
-	if f.p == nil {
-		return "0"
-	}
-	return strconv.Itoa(*f.p)
-}
-
-func (f intFlag) Set(s string) error {
-	v, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return err
-	}
-	*f.p = v
-	return nil
 }
 
 // maxBuckets bounds the token buckets kept; past it they are all dropped and start full

@@ -1,8 +1,6 @@
 package ingest
 
 import (
-	"flag"
-	"strings"
 	"testing"
 	"time"
 )
@@ -111,36 +109,10 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-func TestLimitsFlags(t *testing.T) {
-	t.Setenv("VERITRAIL_RATE_LIMIT_KEY", "5")
-	t.Setenv("VERITRAIL_MAX_INFLIGHT_WRITES", "9")
-	t.Setenv("VERITRAIL_BODY_READ_TIMEOUT", "3s")
-	t.Setenv("VERITRAIL_MIN_TRANSFER_RATE", "1000")
-	l := DefaultLimits()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	l.RegisterFlags(fs)
-	if err := fs.Parse([]string{"--rate-limit-org", "7", "--max-inflight-writes", "3", "--max-inflight-writes-key", "2",
-		"--max-inflight-writes-org", "4", "--body-read-timeout", "4s", "--write-timeout", "1m", "--idle-timeout", "90s"}); err != nil {
+// TestLimitsValidate: every negative bound, and a rate without a burst, is refused.
+func TestLimitsValidate(t *testing.T) {
+	if err := DefaultLimits().Validate(); err != nil {
 		t.Fatal(err)
-	}
-	want := DefaultLimits()
-	want.KeyRate, want.OrgRate, want.MaxInFlightWrites = 5, 7, 3 // flags win over the environment
-	want.KeyInFlightWrites, want.OrgInFlightWrites = 2, 4
-	want.BodyReadTimeout, want.MinTransferRate, want.WriteTimeout, want.IdleTimeout = 4*time.Second, 1000, time.Minute, 90*time.Second
-	if l != want {
-		t.Fatalf("limits %+v, want %+v", l, want)
-	}
-	if err := l.Validate(); err != nil {
-		t.Fatal(err)
-	}
-
-	t.Setenv("VERITRAIL_RATE_LIMIT_KEY_BURST", "many")
-	t.Setenv("VERITRAIL_WRITE_TIMEOUT", "soon")
-	l = DefaultLimits()
-	l.RegisterFlags(flag.NewFlagSet("serve", flag.ContinueOnError))
-	if err := l.Validate(); err == nil || !strings.Contains(err.Error(), "VERITRAIL_RATE_LIMIT_KEY_BURST") ||
-		!strings.Contains(err.Error(), "VERITRAIL_WRITE_TIMEOUT") {
-		t.Fatalf("invalid environment values: Validate says %v", err)
 	}
 	for _, bad := range []Limits{{KeyRate: -1}, {OrgRate: 2, OrgBurst: 0}, {MaxInFlightWrites: -1}, {KeyInFlightWrites: -1},
 		{OrgInFlightWrites: -1}, {BodyReadTimeout: -time.Second}, {WriteTimeout: -time.Second}, {IdleTimeout: -time.Second},

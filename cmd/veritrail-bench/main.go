@@ -1,4 +1,6 @@
-// Command veritrail-bench runs Veritrail's longer measurements. `faults` runs the fault
+// Command veritrail-bench runs Veritrail's measurements, outside the product binary. `bench`
+// measures ingest and evaluator throughput against a bare Huma baseline, in-process (package
+// bench, with the in-process kfake broker for the distributed phases). `faults` runs the fault
 // harness (internal/faults): the distributed or embedded mode as real processes under a load
 // of concurrent writers while processes are killed -9 and restarted, then checks that nothing
 // acknowledged was lost or duplicated and every trail's compliance is right, and prints a JSON
@@ -23,6 +25,7 @@ import (
 const usage = `Usage: veritrail-bench <command> [flags]
 
 Commands:
+  bench    measure ingest and evaluator throughput against a bare Huma baseline, in-process
   faults   run the distributed or embedded mode as processes under load and faults, verify, report (JSON)
 
 Run 'veritrail-bench <command> -h' for its flags.
@@ -47,14 +50,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("no command given")
 	}
 	switch args[0] {
+	case "bench":
+		return helpIsNoError(runBench(ctx, args[1:], stdout, stderr))
 	case "faults":
-		return runFaults(ctx, args[1:], stdout, stderr)
+		return helpIsNoError(runFaults(ctx, args[1:], stdout, stderr))
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// helpIsNoError makes -h and --help, which print a command's flags, succeed.
+func helpIsNoError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
 }
 
 // errProblems is returned when the run found problems, after its report was printed.

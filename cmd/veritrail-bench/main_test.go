@@ -53,11 +53,26 @@ func TestFaultsCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"faults", "--mode", "both"}, `--mode must be distributed or embedded, got "both"`},
 		{[]string{"faults", "--mode", "distributed", "--postgres", ""}, "the distributed mode needs --postgres"},
 		{[]string{"faults", "extra"}, "unexpected arguments"},
+		{[]string{"bench", "extra"}, "unexpected arguments"},
+		{[]string{"bench", "--duration", "soon"}, `invalid value "soon" for flag -duration`},
 		{[]string{"nope"}, `unknown command "nope"`},
 	} {
 		err := run(t.Context(), c.args, &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestHelpSucceeds: -h prints a command's flags and is not an error.
+func TestHelpSucceeds(t *testing.T) {
+	for _, cmd := range []string{"bench", "faults"} {
+		var stderr bytes.Buffer
+		if err := run(t.Context(), []string{cmd, "-h"}, &bytes.Buffer{}, &stderr); err != nil {
+			t.Errorf("%s -h: %v", cmd, err)
+		}
+		if !strings.Contains(stderr.String(), "-duration") {
+			t.Errorf("%s -h printed no flags:\n%s", cmd, stderr.String())
 		}
 	}
 }

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,30 +20,23 @@ import (
 	"github.com/veritrail/veritrail/policies/template"
 )
 
-// captureStdout runs f and returns what it printed.
-func captureStdout(t *testing.T, f func() error) string {
+// captureStdout runs f with a writer for its output and returns what it wrote.
+func captureStdout(t *testing.T, f func(io.Writer) error) string {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	var out bytes.Buffer
+	if err := f(&out); err != nil {
+		t.Fatalf("%v (output %s)", err, out.String())
 	}
-	old := os.Stdout
-	os.Stdout = w
-	ferr := f()
-	os.Stdout = old
-	w.Close()
-	out, _ := io.ReadAll(r)
-	if ferr != nil {
-		t.Fatalf("%v (output %s)", ferr, out)
-	}
-	return string(out)
+	return out.String()
 }
 
 func TestAdminCommands(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	admin := func(args ...string) string {
-		return captureStdout(t, func() error { return run(ctx, append([]string{"admin"}, append(args, "--data-dir", dir)...)) })
+		return captureStdout(t, func(w io.Writer) error {
+			return run(ctx, append([]string{"admin"}, append(args, "--data-dir", dir)...), w, io.Discard)
+		})
 	}
 	admin("create-org", "acme")
 	admin("create-org", "beta")
@@ -55,10 +48,10 @@ func TestAdminCommands(t *testing.T) {
 	if personal != "vt_given_secret_value_000000000" || !strings.HasPrefix(orgKey, "vt_") {
 		t.Fatalf("keys: %q %q", orgKey, personal)
 	}
-	if err := run(ctx, []string{"admin", "create-org", "acme", "--data-dir", dir}); err == nil {
+	if err := run(ctx, []string{"admin", "create-org", "acme", "--data-dir", dir}, io.Discard, io.Discard); err == nil {
 		t.Fatal("creating an existing organization should fail")
 	}
-	if err := run(ctx, []string{"admin", "create-key", "--data-dir", dir}); err == nil {
+	if err := run(ctx, []string{"admin", "create-key", "--data-dir", dir}, io.Discard, io.Discard); err == nil {
 		t.Fatal("create-key without --org or --user should fail")
 	}
 
@@ -94,7 +87,9 @@ func TestAdminRejectedMessages(t *testing.T) {
 	defer cancel()
 	admin := func(args ...string) string {
 		t.Helper()
-		return captureStdout(t, func() error { return run(ctx, append([]string{"admin"}, append(args, "--data-dir", dir)...)) })
+		return captureStdout(t, func(w io.Writer) error {
+			return run(ctx, append([]string{"admin"}, append(args, "--data-dir", dir)...), w, io.Discard)
+		})
 	}
 	admin("create-org", "acme")
 	admin("create-org", "beta")
@@ -176,7 +171,7 @@ func TestAdminRejectedMessages(t *testing.T) {
 	if none := admin("rejected-messages", "--state", "replayed"); !strings.Contains(none, "(0 rejected messages)") {
 		t.Errorf("rejected-messages --state replayed:\n%s", none)
 	}
-	if err := run(ctx, []string{"admin", "rejected-messages", "--state", "gone", "--data-dir", dir}); err == nil {
+	if err := run(ctx, []string{"admin", "rejected-messages", "--state", "gone", "--data-dir", dir}, io.Discard, io.Discard); err == nil {
 		t.Error("an unknown --state was accepted")
 	}
 
@@ -204,7 +199,7 @@ func TestAdminRejectedMessages(t *testing.T) {
 		t.Errorf("beta's message after replaying acme's: %+v, %v", m, err)
 	}
 	for _, args := range [][]string{{"replay", "acme", "nope"}, {"replay", "acme"}, {"replay", "nosuchorg", "--all"}} {
-		if err := run(ctx, append(append([]string{"admin"}, args...), "--data-dir", dir)); err == nil {
+		if err := run(ctx, append(append([]string{"admin"}, args...), "--data-dir", dir), io.Discard, io.Discard); err == nil {
 			t.Errorf("admin %v succeeded", args)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,14 +25,16 @@ func TestAdminSeedAndWipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := func(args ...string) string {
-		return captureStdout(t, func() error { return run(ctx, append([]string{"admin"}, append(args, "--data-dir", dir)...)) })
+		return captureStdout(t, func(w io.Writer) error {
+			return run(ctx, append([]string{"admin"}, append(args, "--data-dir", dir)...), w, io.Discard)
+		})
 	}
 	for range 2 {
 		if out := admin("seed", file); !strings.Contains(out, "seeded 1 organizations and 1 users") {
 			t.Fatalf("seed printed %q", out)
 		}
 	}
-	if err := run(ctx, []string{"admin", "seed", filepath.Join(dir, "missing.yml"), "--data-dir", dir}); err == nil {
+	if err := run(ctx, []string{"admin", "seed", filepath.Join(dir, "missing.yml"), "--data-dir", dir}, io.Discard, io.Discard); err == nil {
 		t.Fatal("seeding a missing file succeeded")
 	}
 	admin("make-public", "acme")
@@ -56,7 +59,7 @@ func TestAdminSeedAndWipe(t *testing.T) {
 	}
 	st.Close()
 
-	err = run(ctx, []string{"admin", "wipe", "--data-dir", dir})
+	err = run(ctx, []string{"admin", "wipe", "--data-dir", dir}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--yes-really") {
 		t.Fatalf("wipe without --yes-really: %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -17,25 +16,41 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // whatIfOptions are the flags of "policy what-if": where the server is and which environment to judge. Each
 // defaults to VERITRAIL_<NAME>, then to the Kosli CLI's KOSLI_<NAME>, so a pipeline set up for the Kosli CLI needs
-// nothing more.
+// nothing more. They are a client's options, not the server's settings (package config).
 type whatIfOptions struct {
-	host, token, org, environment, name *string
-	json                                *bool
+	host, token, org, environment, name string
+	json                                bool
 }
 
-func whatIfFlags(fs *flag.FlagSet) whatIfOptions {
-	return whatIfOptions{
-		host:        fs.String("host", firstEnv("http://127.0.0.1:8080", "VERITRAIL_HOST", "KOSLI_HOST"), "what-if: the Veritrail server (VERITRAIL_HOST or KOSLI_HOST)"),
-		token:       fs.String("api-token", firstEnv("", "VERITRAIL_API_TOKEN", "KOSLI_API_TOKEN"), "what-if: API key (VERITRAIL_API_TOKEN or KOSLI_API_TOKEN)"),
-		org:         fs.String("org", firstEnv("", "VERITRAIL_ORG", "KOSLI_ORG"), "what-if: organization (VERITRAIL_ORG or KOSLI_ORG)"),
-		environment: fs.String("environment", firstEnv("", "VERITRAIL_ENVIRONMENT", "KOSLI_ENVIRONMENT"), "what-if: environment whose latest snapshot is judged"),
-		name:        fs.String("name", "", "what-if: what to call the draft in the answer (default: the file's name)"),
-		json:        fs.Bool("json", false, "what-if: print the server's answer as JSON"),
+func whatIfCommand() *cobra.Command {
+	var o whatIfOptions
+	cmd := &cobra.Command{
+		Use:   "what-if --environment ENV FILE",
+		Short: "ask the server how a draft policy would judge the latest snapshot of an environment",
+		Long: `Ask the server how the draft policy FILE would judge the latest snapshot of ENV, without attaching or
+storing it: every artifact that would fail, and why. Fails when one would. --host, --api-token and --org
+default to VERITRAIL_HOST, VERITRAIL_API_TOKEN and VERITRAIL_ORG, then to KOSLI_HOST, KOSLI_API_TOKEN and
+KOSLI_ORG; --host to http://127.0.0.1:8080.`,
+		Args: filesArgs(1, 1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			return runWhatIf(cmd.Context(), o, files[0], cmd.OutOrStdout())
+		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.host, "host", firstEnv("http://127.0.0.1:8080", "VERITRAIL_HOST", "KOSLI_HOST"), "the Veritrail server (env VERITRAIL_HOST or KOSLI_HOST)")
+	f.StringVar(&o.token, "api-token", firstEnv("", "VERITRAIL_API_TOKEN", "KOSLI_API_TOKEN"), "API key (env VERITRAIL_API_TOKEN or KOSLI_API_TOKEN)")
+	f.StringVar(&o.org, "org", firstEnv("", "VERITRAIL_ORG", "KOSLI_ORG"), "organization (env VERITRAIL_ORG or KOSLI_ORG)")
+	f.StringVar(&o.environment, "environment", firstEnv("", "VERITRAIL_ENVIRONMENT", "KOSLI_ENVIRONMENT"),
+		"environment whose latest snapshot is judged (env VERITRAIL_ENVIRONMENT or KOSLI_ENVIRONMENT)")
+	f.StringVar(&o.name, "name", "", "what to call the draft in the answer (default: the file's name)")
+	f.BoolVar(&o.json, "json", false, "print the server's answer as JSON")
+	return cmd
 }
 
 // firstEnv is the value of the first of the environment variables that is set, else def.
@@ -81,27 +96,27 @@ type whatIfAnswer struct {
 // latest snapshot would fail and why. It fails when some would.
 func runWhatIf(ctx context.Context, o whatIfOptions, file string, stdout io.Writer) error {
 	switch {
-	case *o.token == "":
+	case o.token == "":
 		return errors.New("what-if: --api-token (or VERITRAIL_API_TOKEN / KOSLI_API_TOKEN) is required")
-	case *o.org == "":
+	case o.org == "":
 		return errors.New("what-if: --org (or VERITRAIL_ORG / KOSLI_ORG) is required")
-	case *o.environment == "":
+	case o.environment == "":
 		return errors.New("what-if: --environment is required")
 	}
 	content, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	body, contentType, err := whatIfBody(*o.name, filepath.Base(file), content)
+	body, contentType, err := whatIfBody(o.name, filepath.Base(file), content)
 	if err != nil {
 		return err
 	}
-	u := strings.TrimRight(*o.host, "/") + "/api/v2/environments/" + url.PathEscape(*o.org) + "/" + url.PathEscape(*o.environment) + "/what-if"
+	u := strings.TrimRight(o.host, "/") + "/api/v2/environments/" + url.PathEscape(o.org) + "/" + url.PathEscape(o.environment) + "/what-if"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("what-if: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+*o.token)
+	req.Header.Set("Authorization", "Bearer "+o.token)
 	req.Header.Set("Content-Type", contentType)
 	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
 	if err != nil {
@@ -119,7 +134,7 @@ func runWhatIf(ctx context.Context, o whatIfOptions, file string, stdout io.Writ
 	if err := json.Unmarshal(answer, &w); err != nil {
 		return fmt.Errorf("what-if: the server's answer is not what-if JSON: %w", err)
 	}
-	if *o.json {
+	if o.json {
 		if _, err := stdout.Write(append(answer, '\n')); err != nil {
 			return err
 		}

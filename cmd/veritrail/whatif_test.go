@@ -62,7 +62,7 @@ func TestPolicyWhatIf(t *testing.T) {
 		t.Fatalf("what-if from the environment: %v\n%s", err, out)
 	}
 	var buf bytes.Buffer
-	if err := runPolicy(context.Background(), []string{"what-if", "--environment", "prod", "--json", filepath.Join(dir, "lenient.yml")},
+	if err := run(context.Background(), []string{"policy", "what-if", "--environment", "prod", "--json", filepath.Join(dir, "lenient.yml")},
 		&buf, &buf); err != nil || !strings.Contains(buf.String(), `"failing_count":0`) {
 		t.Fatalf("what-if --json: %v\n%s", err, buf.String())
 	}

@@ -8,14 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"time"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
-	"github.com/veritrail/veritrail/ingest"
-	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/cmd/veritrail/config"
 	"github.com/veritrail/veritrail/internal/devkafka"
-	"github.com/veritrail/veritrail/notify"
-	"github.com/veritrail/veritrail/notify/tier"
 )
 
 // childEnv carries a child's role and settings (JSON): a binary that finds it set runs
@@ -106,17 +102,13 @@ func RunChild() int {
 }
 
 // childConfig is the configuration `veritrail serve`, `ingest` or `evaluate` builds from its
-// flags' defaults (cmd/veritrail/cli.go), with the rate limits off: the harness measures the
+// settings' defaults (cmd/veritrail/config), with the rate limits off: the harness measures the
 // pipeline, and one key sends all of the load.
 func childConfig(spec childSpec, log *slog.Logger) app.Config {
-	limits := ingest.DefaultLimits()
-	limits.KeyRate, limits.OrgRate = 0, 0
-	return app.Config{
-		Addr: spec.Addr, DataDir: spec.DataDir, Postgres: spec.Postgres,
-		Kafka:  kafkabus.Config{Brokers: spec.Brokers, Partitions: spec.Partitions},
-		Ingest: ingest.Config{BaseURL: "http://" + spec.Addr, Limits: limits},
-		Notify: app.NotifyConfig{Tier: tier.Config{Concurrency: 16, Pipeline: notify.Config{Budget: 15 * time.Minute,
-			AttemptTimeout: 30 * time.Second, InitialBackoff: time.Second, MaxBackoff: 2 * time.Minute}}},
-		BootstrapOrg: spec.Org, BootstrapToken: spec.Token, Log: log,
-	}
+	s := config.Defaults()
+	s.Addr, s.DataDir, s.Postgres = spec.Addr, spec.DataDir, spec.Postgres
+	s.KafkaBrokers, s.KafkaPartitions = spec.Brokers, spec.Partitions
+	s.RateLimitKey, s.RateLimitOrg = 0, 0
+	s.BootstrapOrg, s.BootstrapToken = spec.Org, spec.Token
+	return s.App(log)
 }

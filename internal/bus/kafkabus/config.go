@@ -2,12 +2,8 @@ package kafkabus
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/IBM/sarama"
 )
@@ -42,9 +38,6 @@ type Config struct {
 	// partition per transaction.
 	MaxInFlight int
 
-	// envErr keeps invalid environment values found by RegisterFlags, which
-	// cannot return an error itself, until Validate reports them.
-	envErr error
 	// tuneSarama, set only by tests (export_test.go), adjusts every Sarama
 	// config built from this Config, e.g. to shorten group timeouts.
 	tuneSarama func(*sarama.Config)
@@ -67,7 +60,7 @@ func (c Config) withDefaults() Config {
 // Validate reports every problem of c at once. It does not require
 // ConsumerGroup, which only subscribers need (NewSubscriber checks it).
 func (c Config) Validate() error {
-	errs := []error{c.envErr}
+	var errs []error
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("kafkabus: no brokers configured"))
 	}
@@ -86,101 +79,4 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("kafkabus: replication factor must not be negative (0 means %d), got %d", DefaultReplicationFactor, c.ReplicationFactor))
 	}
 	return errors.Join(errs...)
-}
-
-// RegisterFlags registers the Kafka flags on fs, each name prefixed with
-// prefix: with an empty prefix they are --kafka-brokers (comma-separated),
-// --kafka-consumer-group, --kafka-client-id, --kafka-partitions and
-// --kafka-replication-factor.
-//
-// A flag's default is c's current value (zero fields replaced by the package
-// defaults), overridden by its environment variable: VERITRAIL_ followed by
-// the flag name in upper case with dashes as underscores, e.g.
-// VERITRAIL_KAFKA_BROKERS. Command-line flags win over the environment. An
-// invalid environment value is reported by Validate.
-func (c *Config) RegisterFlags(fs *flag.FlagSet, prefix string) {
-	*c = c.withDefaults()
-	c.envErr = nil
-	register := func(v flag.Value, name, usage string) {
-		name = prefix + name
-		env := EnvVar(name)
-		if s, ok := os.LookupEnv(env); ok {
-			if err := v.Set(s); err != nil {
-				c.envErr = errors.Join(c.envErr, fmt.Errorf("kafkabus: %s=%q: %w", env, s, err))
-			}
-		}
-		fs.Var(v, name, fmt.Sprintf("%s (env %s)", usage, env))
-	}
-	// Back-quoted words name the flags' arguments in the usage text.
-	register((*listValue)(&c.Brokers), "kafka-brokers", "comma-separated Kafka bootstrap `brokers`, as host:port")
-	register((*stringValue)(&c.ConsumerGroup), "kafka-consumer-group", "Kafka consumer `group` shared by the subscribers")
-	register((*stringValue)(&c.ClientID), "kafka-client-id", "Kafka client `ID`")
-	register(&intValue[int32]{p: &c.Partitions, bits: 32}, "kafka-partitions", "`count` of partitions of the Kafka topics created on first use")
-	register(&intValue[int16]{p: &c.ReplicationFactor, bits: 16}, "kafka-replication-factor", "replication `factor` of the Kafka topics created on first use")
-}
-
-// EnvVar returns the environment variable that RegisterFlags reads for the
-// flag named flagName (without leading dashes).
-func EnvVar(flagName string) string {
-	return "VERITRAIL_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
-type stringValue string
-
-func (v *stringValue) String() string {
-	if v == nil {
-		return ""
-	}
-	return string(*v)
-}
-
-func (v *stringValue) Set(s string) error {
-	*v = stringValue(s)
-	return nil
-}
-
-// listValue is a comma-separated list; setting it replaces the whole list
-// rather than appending, so a flag overrides its environment default.
-type listValue []string
-
-func (v *listValue) String() string {
-	if v == nil {
-		return ""
-	}
-	return strings.Join(*v, ",")
-}
-
-func (v *listValue) Set(s string) error {
-	var items []string
-	for item := range strings.SplitSeq(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			items = append(items, item)
-		}
-	}
-	*v = items
-	return nil
-}
-
-type intValue[T int16 | int32] struct {
-	p    *T
-	bits int
-}
-
-func (v *intValue[T]) String() string {
-	if v == nil || v.p == nil {
-		return "0"
-	}
-	return strconv.FormatInt(int64(*v.p), 10)
-}
-
-func (v *intValue[T]) Set(s string) error {
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, v.bits)
-	if err != nil {
-		return err
-	}
-	if n <= 0 {
-		return fmt.Errorf("must be positive, got %d", n)
-	}
-	*v.p = T(n)
-	return nil
 }

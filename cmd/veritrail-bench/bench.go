@@ -9,15 +9,16 @@ import (
 	"os"
 	"time"
 
-	"github.com/veritrail/veritrail/cmd/veritrail/bench"
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/bench"
 )
 
 // runBench measures the baseline and the product in one run and prints the result; progress
 // goes to stderr so that --json output can be piped. --snapshots measures environment
 // snapshot reports instead of attestations; --assert the assert endpoint; --notify the time from a
 // snapshot report's 201 to the webhook that its trigger reaches.
-func runBench(ctx context.Context, args []string) error {
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var cfg bench.Config
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured duration of each phase")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 16, "concurrent clients")
@@ -41,7 +42,7 @@ func runBench(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected arguments %v", fs.Args())
 	}
-	cfg.Progress = os.Stderr
+	cfg.Progress = stderr
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -66,9 +67,9 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	return res.WriteTable(os.Stdout)
+	return res.WriteTable(stdout)
 }

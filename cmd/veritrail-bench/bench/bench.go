@@ -1,4 +1,4 @@
-// Package bench is the load generator behind `veritrail bench`. In one run on one machine it
+// Package bench is the load generator behind `veritrail-bench bench`. In one run on one machine it
 // measures a baseline (a bare Huma server parsing the same multipart attestation), the rate at
 // which the embedded Veritrail answers 201 to attestations, and how fast its evaluator applies
 // them. RunSnapshots does the same for Kubernetes environment snapshot reports (a bare Huma

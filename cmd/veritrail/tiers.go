@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/cmd/veritrail/config"
+)
+
+// startFunc starts one of the process kinds of the composition root.
+type startFunc func(context.Context, app.Config) (*app.Running, error)
+
+// tierCommand is a command that runs tiers until it is interrupted or one of them fails.
+func tierCommand(name, short string, start startFunc) *cobra.Command {
+	cmd := &cobra.Command{Use: name, Short: short, Args: cobra.NoArgs}
+	settings := config.Bind(cmd.Flags(), name)
+	if envOnly := settings.EnvOnly(); envOnly != "" {
+		cmd.Long = short + ".\n\nSettings without a flag (environment or config file only):\n" + envOnly
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		s, err := settings.Load(os.Environ())
+		if err != nil {
+			return err
+		}
+		cfg := s.App(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: s.LogLevel})))
+		if err := cfg.Ingest.Limits.Validate(); err != nil {
+			return err
+		}
+		return runTier(cmd.Context(), cfg, start)
+	}
+	return cmd
+}
+
+// runTier starts the process and runs it until ctx ends (SIGINT, SIGTERM) or a tier fails.
+func runTier(ctx context.Context, cfg app.Config, start startFunc) error {
+	r, err := start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Wait() }()
+	select {
+	case <-ctx.Done():
+	case err := <-stopped: // a tier failed and took the others down
+		return errors.Join(err, r.Close())
+	}
+	return r.Close()
+}
