@@ -1,0 +1,148 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
+)
+
+// The fixtures are stores made by the schema of commit 085c4de, before versioned migrations:
+// tables created with CREATE TABLE IF NOT EXISTS and a digest in schema_version. The program
+// testdata/mkfixture, run once at that commit, wrote testdata/store-085c4de.db (SQLite) and
+// filled a PostgreSQL schema that pg_dump --inserts wrote to testdata/store-085c4de.sql; its
+// documentation has the commands.
+const (
+	fixtureSQLite   = "testdata/store-085c4de.db"
+	fixturePostgres = "testdata/store-085c4de.sql"
+	fixtureSchema   = "veritrail_fixture" // the schema name in the dump
+)
+
+// TestUpgradeFixture opens each fixture with this build: the database is recognized as
+// version 1 (its evidence kept, not re-created), migrated to the latest version, and its
+// evidence reads back through the store.
+func TestUpgradeFixture(t *testing.T) {
+	ctx := context.Background()
+	t.Run("sqlite", func(t *testing.T) {
+		b, err := os.ReadFile(fixtureSQLite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "state.db")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		checkUpgraded(t, openSQLite(t, path))
+		// Opened again, it is up to date.
+		s := openSQLite(t, path)
+		checkUpgraded(t, s)
+		checkWritable(t, s)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+		if dsn == "" {
+			dsn = defaultPostgres
+		}
+		schema := createSchema(t, connectPostgres(t, dsn))
+		dump, err := os.ReadFile(fixturePostgres)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore(t, dsn, schema, string(dump))
+		for i := range 2 {
+			s, err := sqlstore.OpenPostgres(ctx, withSearchPath(dsn, schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkUpgraded(t, s)
+			if i == 1 {
+				checkWritable(t, s)
+			}
+			s.Close()
+		}
+	})
+}
+
+// restore runs a pg_dump of fixtureSchema into schema, which exists and is empty.
+func restore(t *testing.T, dsn, schema, dump string) {
+	t.Helper()
+	var stmts []string
+	for _, line := range strings.Split(dump, "\n") {
+		// psql's meta-commands (\restrict) and the schema, which createSchema made.
+		if strings.HasPrefix(line, `\`) || strings.HasPrefix(line, "CREATE SCHEMA ") {
+			continue
+		}
+		stmts = append(stmts, line)
+	}
+	script := strings.ReplaceAll(strings.Join(stmts, "\n"), fixtureSchema+".", schema+".")
+	// The simple protocol runs the whole script in one Exec; the dump's set_config stays in
+	// this connection, closed at once.
+	db, err := sql.Open("pgx", withParam(dsn, "default_query_exec_mode", "simple_protocol"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(script); err != nil {
+		t.Fatalf("restore %s: %v", fixturePostgres, err)
+	}
+}
+
+func checkUpgraded(t *testing.T, s *sqlstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 2 {
+		t.Fatalf("schema version = %d, %v; want 2", v, err)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM store_migrations`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("store_migrations rows = %d, %v; want 2", n, err)
+	}
+	org, err := s.OrgByName(ctx, "acme")
+	if err != nil || org.ID != "org-fixture" {
+		t.Fatalf("org = %+v, %v", org, err)
+	}
+	flow, err := s.FlowByName(ctx, org.ID, "backend")
+	if err != nil || flow.ID != "flow-1" || flow.Description != "the backend" || flow.Tags["team"] != "core" {
+		t.Fatalf("flow = %+v, %v", flow, err)
+	}
+	trail, err := s.TrailByName(ctx, flow.ID, "v1.0.0")
+	if err != nil || trail.ID != "trail-1" || trail.CreatedBy != "ci" || trail.CreatedAt != 1700000002 {
+		t.Fatalf("trail = %+v, %v", trail, err)
+	}
+	arts, err := s.TrailArtifacts(ctx, trail.ID)
+	if err != nil || len(arts) != 1 {
+		t.Fatalf("artifacts = %+v, %v", arts, err)
+	}
+	if a := arts[0]; a.ID != "art-1" || a.Filename != "app.tar" || a.RepoName != "acme/backend" || string(a.Report) != `{"size":42}` {
+		t.Fatalf("artifact = %+v", a)
+	}
+	atts, err := s.TrailAttestations(ctx, trail.ID)
+	if err != nil || len(atts) != 1 {
+		t.Fatalf("attestations = %+v, %v", atts, err)
+	}
+	if a := atts[0]; a.ID != "att-1" || a.Name != "unit-tests" || a.Type != "junit" || !a.IsCompliant ||
+		a.TargetArtifact != "app" || string(a.Data) != `{"passed":12}` {
+		t.Fatalf("attestation = %+v", a)
+	}
+}
+
+// checkWritable writes evidence to the upgraded tables and reads it back.
+func checkWritable(t *testing.T, s *sqlstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.InsertAttestation(ctx, store.Attestation{ID: "att-2", OrgID: "org-fixture", FlowID: "flow-1",
+			TrailID: "trail-1", Name: "lint", Type: "generic", Data: []byte(`{}`), CreatedAt: 1700000100})
+	})
+	if err != nil {
+		t.Fatalf("write after the upgrade: %v", err)
+	}
+	if a, err := s.AttestationByID(ctx, "org-fixture", "att-2"); err != nil || a.Name != "lint" {
+		t.Fatalf("attestation written after the upgrade = %+v, %v", a, err)
+	}
+}
