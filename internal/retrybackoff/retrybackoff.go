@@ -14,20 +14,22 @@ import (
 // Jitter is how far a wait may stray from the doubling sequence, as a fraction of it.
 const Jitter = 0.5
 
-// New returns waits that start at initial, double up to max, each randomized by Jitter, and
-// never exceed max (the randomization would otherwise reach 1.5 max).
-func New(initial, max time.Duration) backoff.BackOff {
+// New returns waits that start at initial, double up to limit, each randomized by Jitter, and
+// never exceed limit (the randomization would otherwise reach 1.5 limit). A limit below initial
+// is taken as initial: the loops this replaced waited initial first whatever their maximum.
+func New(initial, limit time.Duration) backoff.BackOff {
+	limit = max(limit, initial)
 	return &capped{
-		b:   &backoff.ExponentialBackOff{InitialInterval: initial, RandomizationFactor: Jitter, Multiplier: 2, MaxInterval: max},
-		max: max,
+		b:     &backoff.ExponentialBackOff{InitialInterval: initial, RandomizationFactor: Jitter, Multiplier: 2, MaxInterval: limit},
+		limit: limit,
 	}
 }
 
 type capped struct {
-	b   *backoff.ExponentialBackOff
-	max time.Duration
+	b     *backoff.ExponentialBackOff
+	limit time.Duration
 }
 
-func (c *capped) NextBackOff() time.Duration { return min(c.b.NextBackOff(), c.max) }
+func (c *capped) NextBackOff() time.Duration { return min(c.b.NextBackOff(), c.limit) }
 
 func (c *capped) Reset() { c.b.Reset() }

@@ -24,6 +24,9 @@ func TestBounds(t *testing.T) {
 		}
 		b.Reset()
 	}
+	if got := New(time.Hour, time.Second).NextBackOff(); got < 30*time.Minute || got > time.Hour {
+		t.Fatalf("limit below initial: first wait %s, want within [30m, 1h]", got)
+	}
 	if len(distinct) < 100 {
 		t.Fatalf("%d distinct waits in 400: the waits are not randomized", len(distinct))
 	}
