@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
@@ -145,4 +146,70 @@ func checkWritable(t *testing.T, s *sqlstore.Store) {
 	if a, err := s.AttestationByID(ctx, "org-fixture", "att-2"); err != nil || a.Name != "lint" {
 		t.Fatalf("attestation written after the upgrade = %+v, %v", a, err)
 	}
+}
+
+// TestOpenUpToDateTakesNoLock: opening a store already at the latest version only reads the
+// version, so it does not wait for a session holding the migrations' advisory lock
+// (PostgreSQL) or the write lock (SQLite). If it waited, the holder, which releases only once
+// the open returned, would make the test fail (busy timeout) or wait for its failsafe.
+func TestOpenUpToDateTakesNoLock(t *testing.T) {
+	ctx := context.Background()
+	t.Run("postgres", func(t *testing.T) {
+		dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+		if dsn == "" {
+			dsn = defaultPostgres
+		}
+		admin := connectPostgres(t, dsn)
+		schema := createSchema(t, admin)
+		dsn = withSearchPath(dsn, schema)
+		first, err := sqlstore.OpenPostgres(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Close()
+		holder, err := admin.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Rollback()
+		const migrateLockKey = 74657275 // sqlstore's
+		if _, err := holder.Exec(`SELECT pg_advisory_xact_lock(hashtext($1), $2)`, schema, migrateLockKey); err != nil {
+			t.Fatal(err)
+		}
+		opened := make(chan error, 1)
+		go func() {
+			s, err := sqlstore.OpenPostgres(ctx, dsn)
+			if err == nil {
+				s.Close()
+			}
+			opened <- err
+		}()
+		select {
+		case err := <-opened:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("opening an up-to-date store waited for the migration lock")
+		}
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "state.db")
+		openSQLite(t, path)
+		db, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.ExecContext(ctx, `ROLLBACK`)
+		openSQLite(t, path)
+	})
 }
