@@ -213,3 +213,91 @@ func TestOpenUpToDateTakesNoLock(t *testing.T) {
 		openSQLite(t, path)
 	})
 }
+
+// TestUpgradedFixtureMatchesNewStore: the fixture, upgraded, has exactly the tables, columns
+// and indexes of a store this build creates afresh.
+func TestUpgradedFixtureMatchesNewStore(t *testing.T) {
+	ctx := context.Background()
+	t.Run("sqlite", func(t *testing.T) {
+		b, err := os.ReadFile(fixtureSQLite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "upgraded.db")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		upgraded := schemaOf(t, openSQLite(t, path).DB(), `SELECT type || ' ' || name || ': ' || COALESCE(sql, '')
+			FROM sqlite_master ORDER BY type, name`, "")
+		fresh := schemaOf(t, openSQLite(t, filepath.Join(t.TempDir(), "fresh.db")).DB(), `SELECT type || ' ' || name || ': ' || COALESCE(sql, '')
+			FROM sqlite_master ORDER BY type, name`, "")
+		sameSchema(t, upgraded, fresh)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+		if dsn == "" {
+			dsn = defaultPostgres
+		}
+		admin := connectPostgres(t, dsn)
+		old, fresh := createSchema(t, admin), createSchema(t, admin)
+		dump, err := os.ReadFile(fixturePostgres)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore(t, dsn, old, string(dump))
+		const q = `SELECT 'column ' || table_name || '.' || column_name || ' ' || ordinal_position || ' ' || data_type || ' ' ||
+				is_nullable || ' ' || COALESCE(column_default, '')
+				FROM information_schema.columns WHERE table_schema = current_schema()
+			UNION ALL SELECT 'index ' || indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = current_schema()
+			UNION ALL SELECT 'constraint ' || conrelid::regclass::text || ' ' || contype::text || ' ' || pg_get_constraintdef(oid)
+				FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+			ORDER BY 1`
+		var schemas [2][]string
+		for i, name := range []string{old, fresh} {
+			s, err := sqlstore.OpenPostgres(ctx, withSearchPath(dsn, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			schemas[i] = schemaOf(t, s.DB(), q, name)
+			s.Close()
+		}
+		sameSchema(t, schemas[0], schemas[1])
+	})
+}
+
+// schemaOf lists the rows of q, with the schema name (if any) replaced by a placeholder.
+func schemaOf(t *testing.T, db *sql.DB, q, schema string) []string {
+	t.Helper()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		if schema != "" {
+			line = strings.ReplaceAll(line, schema, "SCHEMA")
+		}
+		if !strings.Contains(line, "store_migrations") {
+			out = append(out, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameSchema(t *testing.T, upgraded, fresh []string) {
+	t.Helper()
+	if len(fresh) < 50 {
+		t.Fatalf("a new store's schema has %d objects: the query found too little", len(fresh))
+	}
+	if strings.Join(upgraded, "\n") != strings.Join(fresh, "\n") {
+		t.Errorf("upgraded fixture:\n%s\n\nnew store:\n%s", strings.Join(upgraded, "\n"), strings.Join(fresh, "\n"))
+	}
+}
