@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/retrybackoff"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -48,6 +50,9 @@ type Relay struct {
 	log    *slog.Logger
 	wake   chan struct{}
 	now    func() time.Time
+	// retry paces reads after a failure: from Poll up to 10s, jittered so that evaluators
+	// failing together (the store or the bus restarting) do not retry in step.
+	retry backoff.BackOff
 }
 
 // NewRelay builds a relay; Run starts it.
@@ -55,7 +60,9 @@ func NewRelay(cfg RelayConfig, outbox store.TriggerOutbox, pub message.Publisher
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Relay{cfg: cfg.withDefaults(), outbox: outbox, pub: pub, log: log, wake: make(chan struct{}, 1), now: time.Now}
+	cfg = cfg.withDefaults()
+	return &Relay{cfg: cfg, outbox: outbox, pub: pub, log: log, wake: make(chan struct{}, 1), now: time.Now,
+		retry: retrybackoff.New(cfg.Poll, 10*time.Second)}
 }
 
 // Wake makes the relay read the outbox now rather than at its next poll. It never blocks: the
@@ -80,11 +87,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
+			pause = r.retry.NextBackOff()
 			r.log.Warn("evaluate: relaying notification triggers failed; they stay in the outbox", "retry_in", pause, "err", err)
-			pause = min(2*pause, 10*time.Second)
 		case n == r.cfg.Batch:
+			r.retry.Reset()
 			continue // more are waiting
 		default:
+			r.retry.Reset()
 			pause = r.cfg.Poll
 		}
 		if now := r.now(); now.Sub(lastPrune) > time.Hour {

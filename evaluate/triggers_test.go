@@ -244,10 +244,12 @@ func TestRelayIsWokenByCommits(t *testing.T) {
 func TestRelayKeepsTriggersWhileTheBusRefuses(t *testing.T) {
 	f := newEnvFixture(t, 2)
 	pub := &recorder{fail: errors.New("broker down"), sent: make(chan struct{}, 16), attempts: make(chan struct{}, 64)}
-	relay := NewRelay(RelayConfig{Poll: 5 * time.Millisecond}, f.st, pub, slog.New(slog.DiscardHandler))
+	relay := NewRelay(RelayConfig{Poll: time.Hour}, f.st, pub, slog.New(slog.DiscardHandler))
+	retry := &recordedBackOff{reset: make(chan struct{}, 1)}
+	relay.retry = retry // retries at once, counted, rather than after a real wait
 	f.watch(t, "prod", contract.TriggerStartedArtifact)
 	f.running(t, inst("web", 0, 1))
-	stop := runRelay(t, relay)
+	stop := sync.OnceFunc(runRelay(t, relay))
 	defer stop()
 	for range 2 { // two refused attempts
 		select {
@@ -267,6 +269,41 @@ func TestRelayKeepsTriggersWhileTheBusRefuses(t *testing.T) {
 	if msgs := pub.messages(); len(msgs) != 1 {
 		t.Fatalf("published %d messages, want the one trigger once", len(msgs))
 	}
+	select {
+	case <-retry.reset:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the backoff was not reset after the publish")
+	}
+	if waits := retry.count(); waits < 2 {
+		t.Fatalf("backoff asked %d times; want a wait per refused publish", waits)
+	}
+}
+
+// recordedBackOff answers every wait with 0, counts them, and signals resets.
+type recordedBackOff struct {
+	mu    sync.Mutex
+	waits int
+	reset chan struct{}
+}
+
+func (b *recordedBackOff) NextBackOff() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waits++
+	return 0
+}
+
+func (b *recordedBackOff) Reset() {
+	select {
+	case b.reset <- struct{}{}:
+	default:
+	}
+}
+
+func (b *recordedBackOff) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waits
 }
 
 func runRelay(t *testing.T, r *Relay) (stop func()) {

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/veritrail/veritrail/internal/migrate"
 )
 
 // ErrNotFound is returned for an unknown digest.
@@ -92,45 +94,38 @@ func (d *Dir) Get(_ context.Context, sha string) ([]byte, error) {
 // SQL stores blobs in a PostgreSQL table.
 type SQL struct{ db *sql.DB }
 
-// NewSQL creates the table if missing.
-//
-// Processes starting together (two evaluators, ingest beside them) would race on CREATE TABLE IF
-// NOT EXISTS, which is not atomic on PostgreSQL, so the table is created under an advisory lock
-// per schema, and not at all when it exists.
+// NewSQL brings the table to this build's version (package migrate, version table
+// blobs_migrations). Processes starting together (two evaluators, ingest beside them) take
+// turns under an advisory lock per schema; once the table is current, opening only reads.
 func NewSQL(ctx context.Context, db *sql.DB) (*SQL, error) {
-	var exists bool
-	if err := db.QueryRowContext(ctx, `SELECT to_regclass('blobs') IS NOT NULL`).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("blobs: look for the table: %w", err)
-	}
-	if !exists {
-		if err := createTable(ctx, db); err != nil {
-			return nil, err
-		}
+	if err := migrations().Apply(ctx, db); err != nil {
+		return nil, fmt.Errorf("blobs: %w", err)
 	}
 	return &SQL{db: db}, nil
 }
 
-// createLockKey is the advisory lock blobs takes to create its table, beside the schema's hash
+// migrations are the table's versions; a released one is never edited.
+func migrations() migrate.Plan {
+	return migrate.Plan{
+		Postgres: true,
+		Table:    "blobs_migrations",
+		LockKey:  createLockKey,
+		// Builds before versions created the same table: it is version 1 as it is.
+		Baseline: func(ctx context.Context, tx migrate.Execer) (bool, error) {
+			var exists bool
+			err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
+				WHERE schemaname = current_schema() AND tablename = 'blobs')`).Scan(&exists)
+			return exists, err
+		},
+		Migrations: []migrate.Migration{
+			{Version: 1, Name: "blobs", Up: migrate.Statements(`CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, data BYTEA NOT NULL)`)},
+		},
+	}
+}
+
+// createLockKey is the advisory lock blobs takes to migrate its table, beside the schema's hash
 // (the store's migrations use 74657275).
 const createLockKey int32 = 74657276
-
-func createTable(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("blobs: create table: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext(current_schema()), $1)`, createLockKey); err != nil {
-		return fmt.Errorf("blobs: create table: lock: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS blobs (sha256 TEXT PRIMARY KEY, data BYTEA NOT NULL)`); err != nil {
-		return fmt.Errorf("blobs: create table: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("blobs: create table: %w", err)
-	}
-	return nil
-}
 
 func (s *SQL) Put(ctx context.Context, b []byte) (string, error) {
 	sha := Digest(b)

@@ -43,7 +43,9 @@ func TestDir(t *testing.T) {
 	testStore(t, d)
 }
 
-func TestSQL(t *testing.T) {
+// schemaDB connects to a fresh PostgreSQL schema, dropped when the test ends.
+func schemaDB(t *testing.T) *sql.DB {
+	t.Helper()
 	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
 	if dsn == "" {
 		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -72,7 +74,12 @@ func TestSQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestSQL(t *testing.T) {
+	db := schemaDB(t)
 	// Processes starting together each open the store on an empty schema (two evaluators and
 	// ingest): every one succeeds.
 	errs := make(chan error, 8)
@@ -92,4 +99,28 @@ func TestSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	testStore(t, s)
+}
+
+// TestSQLTableFromBeforeVersions: a blobs table created by a build before versioned migrations
+// is recognized as version 1 and keeps its blobs.
+func TestSQLTableFromBeforeVersions(t *testing.T) {
+	db := schemaDB(t)
+	ctx := context.Background()
+	if _, err := db.Exec(`CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, data BYTEA NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	old := []byte("stored by an older build")
+	if _, err := db.Exec(`INSERT INTO blobs (sha256, data) VALUES ($1, $2)`, Digest(old), old); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSQL(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := migrations().Version(ctx, db); err != nil || v != 1 {
+		t.Fatalf("version = %d, %v; want 1", v, err)
+	}
+	if got, err := s.Get(ctx, Digest(old)); err != nil || string(got) != string(old) {
+		t.Fatalf("old blob = %q, %v", got, err)
+	}
 }

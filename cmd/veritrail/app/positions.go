@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/retrybackoff"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -54,8 +55,7 @@ func (r *positionRecorder) handled(msgs []*message.Message) {
 // run writes the positions as they move until ctx ends; a failed write is retried with the
 // positions noted since.
 func (r *positionRecorder) run(ctx context.Context) error {
-	const firstWait, maxWait = 10 * time.Millisecond, 2 * time.Second
-	wait := firstWait
+	retry := retrybackoff.New(10*time.Millisecond, 2*time.Second)
 	for {
 		select {
 		case <-ctx.Done():
@@ -73,24 +73,26 @@ func (r *positionRecorder) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			wait := retry.NextBackOff()
 			r.log.Warn("evaluate: recording the applied positions failed; retrying", "err", err, "retry_in", wait)
 			r.mu.Lock()
 			for p, o := range next {
 				r.next[p] = max(r.next[p], o)
 			}
 			r.mu.Unlock()
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return nil
-			case <-time.After(wait):
+			case <-t.C:
 			}
-			wait = min(2*wait, maxWait)
 			select {
 			case r.wake <- struct{}{}:
 			default:
 			}
 			continue
 		}
-		wait = firstWait
+		retry.Reset()
 	}
 }

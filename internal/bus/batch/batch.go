@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/veritrail/veritrail/internal/retrybackoff"
 )
 
 // Handler applies msgs in order and returns how many of them, from the
@@ -33,12 +36,14 @@ type Config struct {
 	// message is delayed by at most this much.
 	Linger time.Duration
 	// MaxRetries is how often the unfinished rest of a batch is retried in
-	// place, with a backoff doubling from InitialInterval (default 50ms) up
-	// to MaxInterval (default 2s), before it is nacked for the bus to
-	// deliver again (default 5).
+	// place, with a jittered backoff doubling from InitialInterval (default
+	// 50ms) up to MaxInterval (default 2s), before it is nacked for the bus
+	// to deliver again (default 5).
 	MaxRetries      int
 	InitialInterval time.Duration
 	MaxInterval     time.Duration
+	// NewBackOff, when set, replaces that backoff (tests): one per batch.
+	NewBackOff func() backoff.BackOff
 }
 
 func (c Config) withDefaults() Config {
@@ -56,6 +61,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInterval <= 0 {
 		c.MaxInterval = 2 * time.Second
+	}
+	if c.NewBackOff == nil {
+		c.NewBackOff = func() backoff.BackOff { return retrybackoff.New(c.InitialInterval, c.MaxInterval) }
 	}
 	return c
 }
@@ -115,7 +123,7 @@ func Consume(ctx context.Context, msgs <-chan *message.Message, cfg Config, h Ha
 // process runs h over batch until every message is acked, or nacks the rest
 // when the retries are spent or ctx ends.
 func process(ctx context.Context, batch []*message.Message, cfg Config, h Handler, log *slog.Logger) {
-	wait := cfg.InitialInterval
+	b := cfg.NewBackOff()
 	for attempt := 0; ; attempt++ {
 		done, err := call(ctx, h, batch)
 		done = min(max(done, 0), len(batch))
@@ -143,12 +151,14 @@ func process(ctx context.Context, batch []*message.Message, cfg Config, h Handle
 			}
 			return
 		}
-		log.Warn("batch: retrying", "messages", len(batch), "first", batch[0].UUID, "attempt", attempt+1, "err", err)
+		wait := b.NextBackOff()
+		log.Warn("batch: retrying", "messages", len(batch), "first", batch[0].UUID, "attempt", attempt+1, "retry_in", wait, "err", err)
+		t := time.NewTimer(wait)
 		select {
-		case <-time.After(wait):
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 		}
-		wait = min(2*wait, cfg.MaxInterval)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cenkalti/backoff/v5"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -196,6 +197,32 @@ func TestConsumeStops(t *testing.T) {
 		t.Fatal("Consume did not return after the context ended")
 	}
 	if s := state(m); s != "nacked" {
+		t.Errorf("message %s, want nacked", s)
+	}
+}
+
+// recordedBackOff answers every wait with 0 and counts them.
+type recordedBackOff struct{ waits int }
+
+func (b *recordedBackOff) NextBackOff() time.Duration { b.waits++; return 0 }
+func (b *recordedBackOff) Reset()                     {}
+
+// TestRetriesWaitOnTheBackOff: each retry of a batch takes its wait from the batch's own
+// backoff, MaxRetries times before the rest is nacked.
+func TestRetriesWaitOnTheBackOff(t *testing.T) {
+	var made []*recordedBackOff
+	cfg := Config{MaxRetries: 3, NewBackOff: func() backoff.BackOff {
+		made = append(made, &recordedBackOff{})
+		return made[len(made)-1]
+	}}
+	ch, msgs := feed(1)
+	Consume(context.Background(), ch, cfg, func(context.Context, []*message.Message) (int, error) {
+		return 0, errors.New("store unavailable")
+	}, quiet)
+	if len(made) != 1 || made[0].waits != 3 {
+		t.Fatalf("backoffs %d, waits %v; want one backoff asked 3 times", len(made), made)
+	}
+	if s := state(msgs[0]); s != "nacked" {
 		t.Errorf("message %s, want nacked", s)
 	}
 }

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/veritrail/veritrail/internal/retrybackoff"
 )
 
 // Handler handles one message. An error means "not done, try again": the consumer retries it
@@ -33,9 +36,11 @@ type Config struct {
 	// KeyMetadata is the metadata key of the partition key (default "partition_key").
 	KeyMetadata string
 	// InitialInterval and MaxInterval shape the waits between retries of a message: doubling
-	// from InitialInterval (default 50ms) up to MaxInterval (default 30s).
+	// from InitialInterval (default 50ms) up to MaxInterval (default 30s), with jitter.
 	InitialInterval time.Duration
 	MaxInterval     time.Duration
+	// NewBackOff, when set, replaces that backoff (tests): one per message.
+	NewBackOff func() backoff.BackOff
 }
 
 func (c Config) withDefaults() Config {
@@ -50,6 +55,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInterval <= 0 {
 		c.MaxInterval = 30 * time.Second
+	}
+	if c.NewBackOff == nil {
+		c.NewBackOff = func() backoff.BackOff { return retrybackoff.New(c.InitialInterval, c.MaxInterval) }
 	}
 	return c
 }
@@ -125,7 +133,7 @@ func (c *consumer) work(ctx context.Context, key string) {
 
 // handle retries m until the handler is done with it (ack) or the consumer stops (nack).
 func (c *consumer) handle(ctx context.Context, m *message.Message) {
-	wait := c.cfg.InitialInterval
+	b := c.cfg.NewBackOff()
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			m.Nack()
@@ -140,6 +148,7 @@ func (c *consumer) handle(ctx context.Context, m *message.Message) {
 			m.Nack()
 			return
 		}
+		wait := b.NextBackOff()
 		c.log.Warn("keyed: message not handled; retrying", "uuid", m.UUID, "attempt", attempt, "retry_in", wait, "err", err)
 		t := time.NewTimer(wait)
 		select {
@@ -147,7 +156,6 @@ func (c *consumer) handle(ctx context.Context, m *message.Message) {
 		case <-ctx.Done():
 			t.Stop()
 		}
-		wait = min(2*wait, c.cfg.MaxInterval)
 	}
 }
 

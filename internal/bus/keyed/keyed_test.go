@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cenkalti/backoff/v5"
 )
 
 func msg(id, key string) *message.Message {
@@ -160,5 +161,32 @@ func TestStopNacks(t *testing.T) {
 	case <-m.Nacked():
 	default:
 		t.Fatal("the unfinished message was not nacked")
+	}
+}
+
+// recordedBackOff answers every wait with 0 and counts them.
+type recordedBackOff struct{ waits atomic.Int32 }
+
+func (b *recordedBackOff) NextBackOff() time.Duration { b.waits.Add(1); return 0 }
+func (b *recordedBackOff) Reset()                     {}
+
+// TestRetriesWaitOnTheBackOff: each retry of a message takes its wait from the message's own
+// backoff.
+func TestRetriesWaitOnTheBackOff(t *testing.T) {
+	b := &recordedBackOff{}
+	var made atomic.Int32
+	cfg := Config{NewBackOff: func() backoff.BackOff { made.Add(1); return b }}
+	var calls atomic.Int32
+	in := run(t, cfg, func(context.Context, *message.Message) error {
+		if calls.Add(1) <= 3 {
+			return errors.New("store unavailable")
+		}
+		return nil
+	})
+	m := msg("m", "A")
+	in <- m
+	acked(t, m)
+	if made.Load() != 1 || b.waits.Load() != 3 {
+		t.Fatalf("backoffs %d asked %d times; want one asked 3 times", made.Load(), b.waits.Load())
 	}
 }

@@ -44,7 +44,7 @@ type Bus struct {
 	moverDone chan struct{}
 }
 
-// New creates the schema if needed and starts the background checkpoints and
+// New migrates the schema if needed and starts the background checkpoints and
 // compaction unless their intervals are negative. The caller keeps ownership of db:
 // close it after Bus.Close.
 func New(db *sql.DB, cfg Config, logger watermill.LoggerAdapter) (*Bus, error) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/veritrail/veritrail/internal/retrybackoff"
 )
 
 // readJournalPosition returns the table's sqlitebus_journal row.
@@ -34,24 +36,25 @@ const moveLinger = 2 * time.Millisecond
 // is closed; then it moves what is left and returns. A failed move is retried
 // with backoff: the messages stay in the journal (and in memory) meanwhile.
 func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.LoggerAdapter) {
-	const firstWait, maxWait = 10 * time.Millisecond, 2 * time.Second
-	wait := firstWait
+	retry := retrybackoff.New(10*time.Millisecond, 2*time.Second)
 	linger := time.NewTimer(moveLinger)
 	defer linger.Stop()
 	for {
 		moved, err := st.moveJournal(j)
 		if err != nil {
+			wait := retry.NextBackOff()
 			logger.Error("sqlitebus: moving the publish journal into the table failed; retrying", err,
 				watermill.LogFields{"retry_in": wait.String()})
+			t := time.NewTimer(wait)
 			select {
 			case <-stop:
+				t.Stop()
 				return // the next open moves the rest
-			case <-time.After(wait):
+			case <-t.C:
 			}
-			wait = min(2*wait, maxWait)
 			continue
 		}
-		wait = firstWait
+		retry.Reset()
 		if j.full() {
 			if err := j.rotate(func() (bool, error) { return st.moveJournal(j) }); err != nil {
 				logger.Error("sqlitebus: rotating the publish journal failed", err, nil)

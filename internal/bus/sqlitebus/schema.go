@@ -5,11 +5,27 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+
+	"github.com/veritrail/veritrail/internal/migrate"
 )
 
-// The offset column is AUTOINCREMENT so that SQLite never reuses an offset,
-// even after Compact deleted the newest rows: consumer groups store offsets,
-// and a reused one would be skipped as already acked.
+// migrations are the bus's schema versions (package migrate), recorded in
+// sqlitebus_migrations. A released one is never edited. Version 1 is the
+// schema of the builds before versions; its statements create only what is
+// missing, so on a database those builds made it records the version and
+// completes the tables of an older one.
+func migrations() migrate.Plan {
+	return migrate.Plan{
+		Table: "sqlitebus_migrations",
+		Migrations: []migrate.Migration{
+			{Version: 1, Name: "messages, offsets, journal", Up: migrate.Statements(schema...)},
+		},
+	}
+}
+
+// schema is version 1. The offset column is AUTOINCREMENT so that SQLite
+// never reuses an offset, even after Compact deleted the newest rows: consumer
+// groups store offsets, and a reused one would be skipped as already acked.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS sqlitebus_messages (
 		"offset"   INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -96,25 +112,20 @@ func (q *statements) list() []struct {
 	}
 }
 
-// ready creates the tables and prepares the statements, once per database
-// and Hub. Every schema statement is idempotent, so processes that race here
-// are harmless.
+// ready migrates the schema and prepares the statements, once per database
+// and Hub. Processes that race here take turns on SQLite's write lock; a
+// database already at the latest version is only read.
 func (st *dbState) ready() error {
 	st.schemaMu.Lock()
 	defer st.schemaMu.Unlock()
 	if st.schemaReady {
 		return nil
 	}
-	err := st.tx(func(ctx context.Context, conn *sql.Conn) error {
-		for _, stmt := range schema {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	st.writeMu.Lock() // the bus's writers of this process go one at a time
+	err := migrations().Apply(context.Background(), st.db)
+	st.writeMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("sqlitebus: create schema: %w", err)
+		return fmt.Errorf("sqlitebus: migrate: %w", err)
 	}
 	var q statements
 	list := q.list()

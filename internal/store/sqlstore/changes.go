@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/veritrail/veritrail/internal/retrybackoff"
 )
 
 // Changes announced by the evaluator reach the ingest processes through PostgreSQL's
@@ -82,21 +84,23 @@ func (s *Store) ListenChanges(ctx context.Context, l ChangeListener, log *slog.L
 	if s.channel == "" {
 		return
 	}
-	backoff := 100 * time.Millisecond
+	retry := retrybackoff.New(100*time.Millisecond, 10*time.Second)
 	for ctx.Err() == nil {
 		err := s.listen(ctx, l)
 		l.Listening(false)
 		if ctx.Err() != nil {
 			return
 		}
+		wait := retry.NextBackOff()
 		log.Warn("sqlstore: listening for changes failed; answers are read from the store until it listens again",
-			"err", err, "retry_in", backoff)
+			"err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(backoff):
+		case <-t.C:
 		}
-		backoff = min(2*backoff, 10*time.Second)
 	}
 }
 

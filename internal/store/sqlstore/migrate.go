@@ -2,15 +2,89 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
+
+	"github.com/veritrail/veritrail/internal/migrate"
 )
+
+// migrations are the store's schema versions (package migrate), recorded in store_migrations.
+// A released migration is never edited; a schema change is a new one appended here.
+//
+// Version 1 is the schema as builds up to 085c4de made it (schemaStatements and
+// policyStatements, then addedColumns). Those builds recorded a digest of it in schema_version
+// instead of a version: a database whose digest is this schema's is stamped version 1 with no
+// DDL (Baseline); one from an older build still runs version 1, whose statements only add what
+// is missing. Wipe reads table names from version 1's statements: a migration that adds a
+// table must add it there too.
+func (d dialect) migrations() migrate.Plan {
+	return migrate.Plan{
+		Postgres: d.name == postgresDialect.name,
+		Table:    "store_migrations",
+		LockKey:  migrateLockKey,
+		Baseline: d.madeAtVersion1,
+		Migrations: []migrate.Migration{
+			{Version: 1, Name: "tables of 085c4de", Up: d.createTables},
+			// The digest table of the builds before versions, read once by Baseline above.
+			{Version: 2, Name: "drop schema_version", Up: migrate.Statements(`DROP TABLE IF EXISTS schema_version`)},
+		},
+	}
+}
+
+// migrateLockKey is the advisory lock migrations take, beside the schema's hash (relayLockKey's
+// neighbour: the two must differ). Builds before versions took it too, so an old process
+// opening the schema waits for a new one's migrations.
+const migrateLockKey int32 = 74657275
+
+// version1Digests are the schema_version digests builds up to 085c4de wrote for version 1's
+// schema, per dialect (TestVersion1IsFrozen recomputes them from version 1's statements).
+var version1Digests = map[string]string{
+	sqliteDialect.name:   "4765c65da6289b5ee94d0eaf69a639823a06a7037f9aed44e853e6e6523581c4",
+	postgresDialect.name: "6fe6a6dce0cb03c51bf6736500afecaebfc36e19bfb89dc86f84b752d34304c3",
+}
+
+// madeAtVersion1 reports whether schema_version holds version 1's digest.
+func (d dialect) madeAtVersion1(ctx context.Context, tx migrate.Execer) (bool, error) {
+	exists := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`
+	if d.name == postgresDialect.name {
+		exists = `SELECT COUNT(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_version'`
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, exists).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for schema_version: %w", err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT digest FROM schema_version`)
+	if err != nil {
+		return false, fmt.Errorf("read schema_version: %w", err)
+	}
+	defer rows.Close()
+	match := false
+	for rows.Next() {
+		var digest string
+		if err := rows.Scan(&digest); err != nil {
+			return false, fmt.Errorf("read schema_version: %w", err)
+		}
+		match = digest == version1Digests[d.name]
+	}
+	return match, rows.Err()
+}
+
+// createTables is version 1: every statement creates only what is missing, so that it also
+// completes a database made by a build older than the digest.
+func (d dialect) createTables(ctx context.Context, tx migrate.Execer) error {
+	if err := migrate.Statements(d.schema()...)(ctx, tx); err != nil {
+		return err
+	}
+	return d.addColumns(ctx, tx)
+}
 
 type addedColumn struct{ table, column, def string }
 
-// addedColumns are columns a table gained after it was first released. CREATE TABLE IF NOT
-// EXISTS leaves a table made by an older build as it was, so migrate adds them when missing.
-// Each is also in its table's CREATE statement, which stays the table's full description.
+// addedColumns are columns a table gained after it was first released, before versioned
+// migrations. CREATE TABLE IF NOT EXISTS leaves a table made by an older build as it was, so
+// version 1 adds them when missing. Each is also in its table's CREATE statement.
 func addedColumns() []addedColumn {
 	return []addedColumn{
 		{"api_keys", "service_account_id", "TEXT NOT NULL DEFAULT ''"},
@@ -20,22 +94,22 @@ func addedColumns() []addedColumn {
 	}
 }
 
-func (s *Store) addColumns(ctx context.Context, tx *sql.Tx) error {
+func (d dialect) addColumns(ctx context.Context, tx migrate.Execer) error {
 	exists := `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`
-	if s.d.name == postgresDialect.name {
+	if d.name == postgresDialect.name {
 		exists = `SELECT COUNT(*) FROM information_schema.columns
 			WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`
 	}
 	for _, c := range addedColumns() {
 		var n int
 		if err := tx.QueryRowContext(ctx, exists, c.table, c.column).Scan(&n); err != nil {
-			return fmt.Errorf("sqlstore: migrate: look for %s.%s: %w", c.table, c.column, err)
+			return fmt.Errorf("look for %s.%s: %w", c.table, c.column, err)
 		}
 		if n > 0 {
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, "ALTER TABLE "+c.table+" ADD COLUMN "+c.column+" "+c.def); err != nil {
-			return fmt.Errorf("sqlstore: migrate: add %s.%s: %w", c.table, c.column, err)
+			return fmt.Errorf("add %s.%s: %w", c.table, c.column, err)
 		}
 	}
 	return nil

@@ -2,13 +2,9 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
-	"time"
 
 	"github.com/veritrail/veritrail/internal/walcheckpoint"
 
@@ -87,72 +83,24 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-// migrate brings the schema to this build's in one transaction. The schema is named by a
-// digest of its statements, recorded in schema_version: a database already at that digest gets
-// no DDL at all. That matters on PostgreSQL, where CREATE INDEX IF NOT EXISTS still takes a
-// SHARE lock on its table: a process starting beside running ones would queue behind their
-// writes while holding locks their next statements need (a deadlock). Processes starting
-// together take turns under an advisory lock, so only the first runs the DDL. The lock is per
-// schema, so deployments and tests in other schemas of one database do not wait for each other.
+// migrate brings the schema to this build's version (migrations). A database already there
+// is only read: no DDL and no lock. That matters on PostgreSQL, where CREATE INDEX IF NOT EXISTS
+// takes a SHARE lock on its table even when the index exists: a process starting beside running
+// ones would queue behind their writes while holding locks their next statements need (a
+// deadlock). Processes starting together take turns under an advisory lock per schema, so
+// deployments and tests in other schemas of one database do not wait for each other.
 func (s *Store) migrate(ctx context.Context) error {
-	want := schemaDigest(s.d)
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
-	}
-	defer tx.Rollback()
-	if s.d.name == postgresDialect.name {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext(current_schema()), $1)`, migrateLockKey); err != nil {
-			return fmt.Errorf("sqlstore: migrate lock: %w", err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (digest TEXT NOT NULL, migrated_at TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: schema version: %w", s.d.name, err)
-	}
-	var have string
-	err = tx.QueryRowContext(ctx, `SELECT digest FROM schema_version`).Scan(&have)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: migrate %s: read schema version: %w", s.d.name, err)
-	}
-	if have == want {
-		return nil // current: no DDL, no locks on the tables
-	}
-	for _, stmt := range s.d.schema() {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
-		}
-	}
-	if err := s.addColumns(ctx, tx); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: schema version: %w", s.d.name, err)
-	}
-	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO schema_version (digest, migrated_at) VALUES (?, ?)`),
-		want, time.Now().UTC().Format(time.RFC3339)); err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: schema version: %w", s.d.name, err)
-	}
-	if err := tx.Commit(); err != nil {
+	if err := s.d.migrations().Apply(ctx, s.w); err != nil {
 		return fmt.Errorf("sqlstore: migrate %s: %w", s.d.name, err)
 	}
 	return nil
 }
 
-// migrateLockKey is the advisory lock migrations take, beside the schema's hash (relayLockKey's
-// neighbour: the two must differ).
-const migrateLockKey int32 = 74657275
-
-// schemaDigest names the schema this build creates in dialect d: every statement and every
-// added column, in order.
-func schemaDigest(d dialect) string {
-	h := sha256.New()
-	for _, stmt := range d.schema() {
-		h.Write([]byte(stmt))
-		h.Write([]byte{0})
+// SchemaVersion is the store's schema version: the last migration applied.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	v, err := s.d.migrations().Version(ctx, s.r)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: schema version: %w", err)
 	}
-	for _, c := range addedColumns() {
-		fmt.Fprintf(h, "%s.%s %s", c.table, c.column, c.def)
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return v, nil
 }
