@@ -18,7 +18,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -28,7 +27,9 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/customtype"
@@ -51,7 +52,7 @@ type Config struct {
 	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
 	ConsistencyPoll time.Duration
 	// Limits sheds load and bounds slow clients; the zero value limits nothing.
-	Limits Limits
+	Limits limits.Limits
 	// ReadyCache is how long /ready reuses the dependencies' last answer (default 1 s);
 	// ReadyTimeout is how long it waits for one (default 2 s).
 	ReadyCache   time.Duration
@@ -151,11 +152,11 @@ type API struct {
 	answers *answerCache
 	// trailRefs caches resolved (organization, flow, trail) names briefly (see trailRefTTL).
 	trailRefs *expirable.LRU[trailRefKey, store.TrailRef]
-	// principals caches resolved keys briefly (see principalTTL).
-	principals sync.Map
+	// auth resolves callers (keys, anonymous readers), caching them briefly.
+	auth       *auth.Authenticator
 	identities store.IdentityStore
 	clock      func() time.Time
-	limits     *limiter
+	limits     *limits.Limiter
 	ready      *readiness
 	classify   func(error) store.ErrorClass
 	resolver   Resolver
@@ -176,7 +177,7 @@ func New(cfg Config, d Deps) *API {
 		d.Resolver = net.DefaultResolver
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
-		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
+		identities: d.Identities, clock: d.Now, limits: limits.NewLimiter(cfg.Limits), auth: auth.NewAuthenticator(d.Store, d.Now),
 		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
 		resolver: d.Resolver}
 	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
@@ -192,7 +193,7 @@ func New(cfg Config, d Deps) *API {
 		a.engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
 
-	a.mux.Use(func(next http.Handler) http.Handler { return limitTransfers(cfg.Limits, next) })
+	a.mux.Use(func(next http.Handler) http.Handler { return limits.BoundTransfers(cfg.Limits, next) })
 	a.mux.Use(a.recoverPanics)
 
 	hc := huma.DefaultConfig("Veritrail API", "2.0")
@@ -313,7 +314,7 @@ func (a *API) internal(_ context.Context, what string, err error) *Error {
 }
 
 // op declares an operation with the privilege it needs; authorize enforces it. Whether
-// anonymous callers may use it in a public organization is declared by publicOperation.
+// anonymous callers may use it in a public organization is declared by auth.PublicOperation.
 func op(method, path, id string, need Privilege, summary string, tags ...string) huma.Operation {
 	o := huma.Operation{
 		OperationID: id,
@@ -326,7 +327,7 @@ func op(method, path, id string, need Privilege, summary string, tags ...string)
 		Security:    []map[string][]string{{"bearer": {}}, {"basic": {}}},
 		Errors:      []int{400, 401, 403, 404, 429},
 	}
-	if publicOperation(id) {
+	if auth.PublicOperation(id) {
 		if need != PrivRead {
 			panic(fmt.Sprintf("ingest: operation %s is public but needs the %s privilege", id, need))
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
-	"github.com/veritrail/veritrail/ingest"
 )
 
 const adminUsage = `Usage: veritrail admin <subcommand> [flags] [args]
@@ -206,7 +206,7 @@ func runAdmin(ctx context.Context, args []string) error {
 			if err != nil {
 				return err
 			}
-			if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(s), UserID: u.ID, Name: u.DisplayName,
+			if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: auth.HashKey(s), UserID: u.ID, Name: u.DisplayName,
 				Role: store.RoleReader}); err != nil {
 				return err
 			}

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/bus/backlog"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/limits"
+	"github.com/veritrail/veritrail/internal/bus/backlog"
 )
 
 const usage = `Usage: veritrail <command> [flags]
@@ -87,7 +88,7 @@ func registerFlags(fs *flag.FlagSet, cfg *app.Config, tier string) {
 	fs.StringVar(&cfg.Ingest.BaseURL, "base-url", env("base-url", ""), "public base URL for html_url links (default http://ADDR)")
 	fs.DurationVar(&cfg.Ingest.ConsistencyWait, "consistency-wait", envDuration("consistency-wait", ingest.DefaultConsistencyWait),
 		"how long a read waits for the writes of its organization acknowledged before it to be applied")
-	cfg.Ingest.Limits = ingest.DefaultLimits()
+	cfg.Ingest.Limits = limits.Default()
 	cfg.Ingest.Limits.RegisterFlags(fs)
 	if tier == "serve" {
 		fs.StringVar(&cfg.DataDir, "data-dir", env("data-dir", "./veritrail-data"), "directory for state, bus and attachments")

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
-	"github.com/veritrail/veritrail/ingest"
 )
 
 func TestAdminSeedAndWipe(t *testing.T) {
@@ -44,7 +44,7 @@ func TestAdminSeedAndWipe(t *testing.T) {
 		return st
 	}
 	st := open()
-	k, err := st.KeyByHash(ctx, ingest.HashKey("vt_seeded_reporter_key_000"))
+	k, err := st.KeyByHash(ctx, auth.HashKey("vt_seeded_reporter_key_000"))
 	if err != nil || k.Role != store.RoleSnapshotter || k.Name != "reporter" {
 		t.Fatalf("seeded key: %+v, %v", k, err)
 	}

@@ -10,9 +10,10 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/limits"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/devkafka"
 	"github.com/veritrail/veritrail/notify"
 	"github.com/veritrail/veritrail/notify/tier"
@@ -109,12 +110,12 @@ func RunChild() int {
 // flags' defaults (cmd/veritrail/cli.go), with the rate limits off: the harness measures the
 // pipeline, and one key sends all of the load.
 func childConfig(spec childSpec, log *slog.Logger) app.Config {
-	limits := ingest.DefaultLimits()
-	limits.KeyRate, limits.OrgRate = 0, 0
+	lim := limits.Default()
+	lim.KeyRate, lim.OrgRate = 0, 0
 	return app.Config{
 		Addr: spec.Addr, DataDir: spec.DataDir, Postgres: spec.Postgres,
 		Kafka:  kafkabus.Config{Brokers: spec.Brokers, Partitions: spec.Partitions},
-		Ingest: ingest.Config{BaseURL: "http://" + spec.Addr, Limits: limits},
+		Ingest: ingest.Config{BaseURL: "http://" + spec.Addr, Limits: lim},
 		Notify: app.NotifyConfig{Tier: tier.Config{Concurrency: 16, Pipeline: notify.Config{Budget: 15 * time.Minute,
 			AttemptTimeout: 30 * time.Second, InitialBackoff: time.Second, MaxBackoff: 2 * time.Minute}}},
 		BootstrapOrg: spec.Org, BootstrapToken: spec.Token, Log: log,

@@ -19,16 +19,16 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/veritrail/veritrail/evaluate"
+	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/blobs"
 	"github.com/veritrail/veritrail/internal/bus/backlog"
 	"github.com/veritrail/veritrail/internal/bus/batch"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
-	"github.com/veritrail/veritrail/evaluate"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
-	"github.com/veritrail/veritrail/ingest"
-	"github.com/veritrail/veritrail/ingest/blobs"
-	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/policies/template"
 )
@@ -399,7 +399,7 @@ const evaluateBatch = 64
 
 // serveHTTP serves the API on cfg.Addr. The server's ReadTimeout and WriteTimeout stay unset:
 // they are fixed per request, and ingest sets deadlines that follow each request's progress
-// instead (ingest.Limits: a body must keep a minimum rate, a response write likewise, and a
+// instead (limits.Limits: a body must keep a minimum rate, a response write likewise, and a
 // long read-your-writes wait before the answer is not cut off). Headers must arrive within
 // 10 s, and a keep-alive connection is closed after --idle-timeout without a request.
 func serveHTTP(ctx context.Context, r *Running, cfg Config, h http.Handler, log *slog.Logger) error {

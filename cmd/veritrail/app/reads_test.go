@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/ingest"
 )
 
 // TestReads exercises every read the CLI makes after the writes of a small pipeline.
@@ -127,7 +127,7 @@ func TestPersonalKeyAcrossOrgs(t *testing.T) {
 			t.Fatal(err)
 		}
 		secret := "vt_personal_key_of_jane_00000000"
-		if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(secret), UserID: user.ID, Name: "jane"}); err != nil {
+		if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: auth.HashKey(secret), UserID: user.ID, Name: "jane"}); err != nil {
 			t.Fatal(err)
 		}
 		jane := newKosli(t, e.base+"/api/v2", secret)

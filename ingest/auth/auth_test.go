@@ -1,4 +1,4 @@
-package ingest
+package auth
 
 import (
 	"testing"
@@ -22,8 +22,8 @@ func TestRoleTable(t *testing.T) {
 			for _, g := range grants {
 				granted = granted || g == p
 			}
-			if got := allows(role, p); got != granted {
-				t.Errorf("allows(%q, %s) = %v, want %v", role, p, got, granted)
+			if got := Allows(role, p); got != granted {
+				t.Errorf("Allows(%q, %s) = %v, want %v", role, p, got, granted)
 			}
 		}
 	}
