@@ -27,8 +27,10 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
+	"github.com/veritrail/veritrail/ingest/answers"
 	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/ingest/consistency"
 	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
@@ -109,7 +111,7 @@ type Deps struct {
 	// the evaluator writes through Changes.Watch, else after it through API.Evaluated), or by
 	// announcements of one elsewhere; asserts are then answered from memory while what they
 	// depend on stands still. Nil: every assert reads the store.
-	Changes *Changes
+	Changes *answers.Changes
 	// Ready are the dependencies /ready answers for (the store, the bus); none: always ready.
 	Ready []ReadyCheck
 	// Classify tells a store error that can go away on its own (a lost connection, a restarting
@@ -120,7 +122,7 @@ type Deps struct {
 	Resolver Resolver
 	// Peers, when set, extends read after write to the writes of other ingest processes (the
 	// distributed mode); nil when this process is the only one publishing (embedded).
-	Peers *Peers
+	Peers *consistency.Peers
 }
 
 // Resolver resolves host names; *net.Resolver is one.
@@ -135,8 +137,8 @@ type API struct {
 	pub     message.Publisher
 	blobs   blobs.Store
 	log     *slog.Logger
-	tracker *Tracker
-	peers   *Peers
+	tracker *consistency.Tracker
+	peers   *consistency.Peers
 	huma    huma.API
 	mux     *chi.Mux
 	types   *typeCache
@@ -149,7 +151,7 @@ type API struct {
 	// compliance caches an artifact's compliance in a trail evaluation, for assert.
 	compliance *lru.Cache[complianceKey, AssertCompliance]
 	// answers keeps encoded assert answers while the evaluator's state stands still.
-	answers *answerCache
+	answers *answers.Cache
 	// trailRefs caches resolved (organization, flow, trail) names briefly (see trailRefTTL).
 	trailRefs *expirable.LRU[trailRefKey, store.TrailRef]
 	// auth resolves callers (keys, anonymous readers), caching them briefly.
@@ -180,15 +182,15 @@ func New(cfg Config, d Deps) *API {
 		identities: d.Identities, clock: d.Now, limits: limits.NewLimiter(cfg.Limits), auth: auth.NewAuthenticator(d.Store, d.Now),
 		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
 		resolver: d.Resolver}
-	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+	a.tracker = consistency.NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	if d.Peers != nil {
-		d.Peers.tracker = a.tracker
+		d.Peers.Track(a.tracker)
 		a.peers = d.Peers
 	}
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
 	a.policies, a.engine = policyeval.NewCache(0), d.Policies
 	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
-	a.answers = newAnswerCache(d.Changes)
+	a.answers = answers.NewCache(d.Changes)
 	if a.engine == nil {
 		a.engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
@@ -250,15 +252,13 @@ func (a *API) OpenAPI() *huma.OpenAPI { return a.huma.OpenAPI() }
 
 // Tracker is the read-your-writes tracker; the embedded mode wires the evaluator's
 // notifications into it.
-func (a *API) Tracker() *Tracker { return a.tracker }
+func (a *API) Tracker() *consistency.Tracker { return a.tracker }
 
 // Evaluated is what an evaluator in this process calls after each commit, with what the commit
 // changed (see Changes.Advance): it advances Deps.Changes before it wakes the read-your-writes
 // waiters, so that a reader woken by a commit never gets an answer computed before it.
 func (a *API) Evaluated(orgs []string, artifacts map[string][]string) {
-	if c := a.answers.changes; c != nil && !c.watched { // watched counts moved with the commit
-		c.Advance(orgs, artifacts)
-	}
+	a.answers.Evaluated(orgs, artifacts)
 	a.tracker.Notify()
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/veritrail/veritrail/ingest/answers"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/policyeval"
@@ -97,7 +98,7 @@ func (a *API) registerAsserts() {
 		EnvironmentName string   `query:"environment_name" doc:"judge against this environment's policies (its trails when it has none)"`
 		PolicyNames     []string `query:"policy_name,explode" doc:"judge against these policies (repeat the parameter); exclusive with environment_name"`
 	}
-	// The body is written already encoded: an answer is mostly read back from memory (see answerCache), and
+	// The body is written already encoded: an answer is mostly read back from memory (see answers.Cache), and
 	// encoding 2-3 KB of rule evaluations was a tenth of an assert's work. The schema is declared by hand.
 	type assertOutput struct{ Body func(huma.Context) }
 	o := op(http.MethodGet, "/asserts/{org}/fingerprint/{fingerprint}", "assertArtifact", PrivRead,
@@ -106,24 +107,23 @@ func (a *API) registerAsserts() {
 		"application/json": {Schema: a.huma.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[AssertResult](), true, "AssertResult")}}}}
 	huma.Register(a.huma, o, func(ctx context.Context, in *assertInput) (*assertOutput, error) {
 		p := principalFrom(ctx)
-		key := newAnswerKey(p.Org.ID, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
+		key := answers.NewKey(p.Org.ID, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
 		// Counts that move after the commit (Evaluated; announcements, a few milliseconds later)
 		// may not have moved yet for writes a read found visible: an organization whose writes
 		// became visible lately, here or at another ingest process, gets its answers computed
 		// afresh. Watched counts need not.
-		c := a.answers.changes
-		fresh := c != nil && !c.watched && (awaited(ctx) || a.tracker.WritesFresh(p.Org.ID, announcementLag))
-		body, at, ok := a.answers.get(key, fresh)
+		fresh := a.answers.Lags() && (awaited(ctx) || a.tracker.WritesFresh(p.Org.ID, answers.AnnouncementLag))
+		body, at, ok := a.answers.Get(key, fresh)
 		if !ok {
 			res, err := a.assert(ctx, p, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
 			if err != nil {
 				return nil, err
 			}
-			if body, err = encodeAnswer(res); err != nil {
+			if body, err = answers.Encode(res); err != nil {
 				return nil, a.internal(ctx, "encode assert result", err)
 			}
 			if !res.unsure {
-				a.answers.put(key, at, body)
+				a.answers.Put(key, at, body)
 			}
 		}
 		return &assertOutput{Body: func(hc huma.Context) {
