@@ -24,7 +24,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/veritrail/veritrail/ingest/answers"
@@ -36,7 +35,7 @@ import (
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/customtype"
 	"github.com/veritrail/veritrail/policies/envpolicy"
-	"github.com/veritrail/veritrail/policies/policyeval"
+	"github.com/veritrail/veritrail/policies/policyquery"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -144,12 +143,9 @@ type API struct {
 	types   *typeCache
 	// notifications is Deps.Notifications.
 	notifications NotificationLog
-	// policies evaluates environment policies on the fly (assert of an artifact not running, what-if), with
-	// parsed policies cached by meaning.
-	policies *policyeval.Cache
-	engine   *envpolicy.Engine
-	// compliance caches an artifact's compliance in a trail evaluation, for assert.
-	compliance *lru.Cache[complianceKey, AssertCompliance]
+	// query answers assert and what-if from the stored evidence and policies, evaluating environment policies on
+	// the fly (assert of an artifact not running, what-if).
+	query *policyquery.Querier
 	// answers keeps encoded assert answers while the evaluator's state stands still.
 	answers *answers.Cache
 	// trailRefs caches resolved (organization, flow, trail) names briefly (see trailRefTTL).
@@ -188,12 +184,11 @@ func New(cfg Config, d Deps) *API {
 		a.peers = d.Peers
 	}
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
-	a.policies, a.engine = policyeval.NewCache(0), d.Policies
-	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
 	a.answers = answers.NewCache(d.Changes)
-	if a.engine == nil {
-		a.engine = envpolicy.NewEngine(envpolicy.Options{})
+	if d.Policies == nil {
+		d.Policies = envpolicy.NewEngine(envpolicy.Options{})
 	}
+	a.query = policyquery.New(d.Store, d.Policies, d.Log)
 
 	a.mux.Use(func(next http.Handler) http.Handler { return limits.BoundTransfers(cfg.Limits, next) })
 	a.mux.Use(a.recoverPanics)
