@@ -398,17 +398,24 @@ func (a *API) judge(ctx context.Context, p *Principal, kind string, raw []byte, 
 		return a.judgeCustom(ctx, p, raw, att)
 	}
 	v, err := attestkind.Judge(kind, func(v any) error { return decodeJSONPart("data_json", raw, v) }, att.data)
+	if err != nil {
+		return judgeError(kind, err)
+	}
+	att.typ, att.compliant, att.control = v.Type, v.Compliant, v.Control
+	return nil
+}
+
+// judgeError words a refusal of attestkind.Judge (apart from the write path: errors.As takes its
+// target's address, which would cost an allocation per attestation there).
+func judgeError(kind string, err error) error {
 	var fields attestkind.FieldErrors
 	switch {
 	case errors.Is(err, attestkind.ErrUnknownKind):
 		return apiError(http.StatusNotFound, "Unknown attestation kind '%s'", kind)
 	case errors.As(err, &fields):
 		return validationFailed(fields)
-	case err != nil:
-		return err // decodeJSONPart's, worded already
 	}
-	att.typ, att.compliant, att.control = v.Type, v.Compliant, v.Control
-	return nil
+	return err // decodeJSONPart's, worded already
 }
 
 func (a *API) judgeCustom(ctx context.Context, p *Principal, raw []byte, att *attestation) error {
