@@ -4,6 +4,13 @@
 // the bus; it answers 201 only once the bus has made that message durable. Reads are served
 // from the store once the organization's writes acknowledged before them are applied and
 // evaluated (read after write, for every client of the organization).
+//
+// This package holds the HTTP resources (one file per resource), the authorization hook, the
+// multipart parsing and readiness. Its other jobs are packages of their own: ingest/auth (who
+// the caller is), ingest/limits (how much load is accepted), ingest/consistency (read after
+// write), ingest/answers (assert answers kept in memory); the compliance of attestation kinds
+// and the reads of assert and what-if sit below the tiers (policies/attestkind,
+// policies/policyquery).
 package ingest
 
 import (
