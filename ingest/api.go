@@ -376,6 +376,8 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
 
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
+
 // awaitWrites waits until the organization's writes acknowledged before the call are visible
 // (read after write, for every client of the organization), here and at the other ingest
 // processes, and reports whether any were in flight.

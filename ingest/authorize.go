@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -155,5 +154,3 @@ func (a *API) withinLimits(ctx huma.Context, p *Principal) bool {
 	a.writeErr(ctx, e)
 	return false
 }
-
-func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
