@@ -4,6 +4,13 @@
 // the bus; it answers 201 only once the bus has made that message durable. Reads are served
 // from the store once the organization's writes acknowledged before them are applied and
 // evaluated (read after write, for every client of the organization).
+//
+// This package holds the HTTP resources (one file per resource), the authorization hook, the
+// multipart parsing and readiness. Its other jobs are packages of their own: ingest/auth (who
+// the caller is), ingest/limits (how much load is accepted), ingest/consistency (read after
+// write), ingest/answers (assert answers kept in memory); the compliance of attestation kinds
+// and the reads of assert and what-if sit below the tiers (policies/attestkind,
+// policies/policyquery).
 package ingest
 
 import (
@@ -18,22 +25,24 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
+	"github.com/veritrail/veritrail/ingest/answers"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/ingest/consistency"
+	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/customtype"
 	"github.com/veritrail/veritrail/policies/envpolicy"
-	"github.com/veritrail/veritrail/policies/policyeval"
+	"github.com/veritrail/veritrail/policies/policyquery"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -51,7 +60,7 @@ type Config struct {
 	// ConsistencyPoll is how often the store is asked while waiting (distributed mode).
 	ConsistencyPoll time.Duration
 	// Limits sheds load and bounds slow clients; the zero value limits nothing.
-	Limits Limits
+	Limits limits.Limits
 	// ReadyCache is how long /ready reuses the dependencies' last answer (default 1 s);
 	// ReadyTimeout is how long it waits for one (default 2 s).
 	ReadyCache   time.Duration
@@ -108,7 +117,7 @@ type Deps struct {
 	// the evaluator writes through Changes.Watch, else after it through API.Evaluated), or by
 	// announcements of one elsewhere; asserts are then answered from memory while what they
 	// depend on stands still. Nil: every assert reads the store.
-	Changes *Changes
+	Changes *answers.Changes
 	// Ready are the dependencies /ready answers for (the store, the bus); none: always ready.
 	Ready []ReadyCheck
 	// Classify tells a store error that can go away on its own (a lost connection, a restarting
@@ -119,7 +128,7 @@ type Deps struct {
 	Resolver Resolver
 	// Peers, when set, extends read after write to the writes of other ingest processes (the
 	// distributed mode); nil when this process is the only one publishing (embedded).
-	Peers *Peers
+	Peers *consistency.Peers
 }
 
 // Resolver resolves host names; *net.Resolver is one.
@@ -134,28 +143,25 @@ type API struct {
 	pub     message.Publisher
 	blobs   blobs.Store
 	log     *slog.Logger
-	tracker *Tracker
-	peers   *Peers
+	tracker *consistency.Tracker
+	peers   *consistency.Peers
 	huma    huma.API
 	mux     *chi.Mux
 	types   *typeCache
 	// notifications is Deps.Notifications.
 	notifications NotificationLog
-	// policies evaluates environment policies on the fly (assert of an artifact not running, what-if), with
-	// parsed policies cached by meaning.
-	policies *policyeval.Cache
-	engine   *envpolicy.Engine
-	// compliance caches an artifact's compliance in a trail evaluation, for assert.
-	compliance *lru.Cache[complianceKey, AssertCompliance]
+	// query answers assert and what-if from the stored evidence and policies, evaluating environment policies on
+	// the fly (assert of an artifact not running, what-if).
+	query *policyquery.Querier
 	// answers keeps encoded assert answers while the evaluator's state stands still.
-	answers *answerCache
+	answers *answers.Cache
 	// trailRefs caches resolved (organization, flow, trail) names briefly (see trailRefTTL).
 	trailRefs *expirable.LRU[trailRefKey, store.TrailRef]
-	// principals caches resolved keys briefly (see principalTTL).
-	principals sync.Map
+	// auth resolves callers (keys, anonymous readers), caching them briefly.
+	auth       *auth.Authenticator
 	identities store.IdentityStore
 	clock      func() time.Time
-	limits     *limiter
+	limits     *limits.Limiter
 	ready      *readiness
 	classify   func(error) store.ErrorClass
 	resolver   Resolver
@@ -176,23 +182,22 @@ func New(cfg Config, d Deps) *API {
 		d.Resolver = net.DefaultResolver
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
-		identities: d.Identities, clock: d.Now, limits: newLimiter(cfg.Limits),
+		identities: d.Identities, clock: d.Now, limits: limits.NewLimiter(cfg.Limits), auth: auth.NewAuthenticator(d.Store, d.Now),
 		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
 		resolver: d.Resolver}
-	a.tracker = NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+	a.tracker = consistency.NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	if d.Peers != nil {
-		d.Peers.tracker = a.tracker
+		d.Peers.Track(a.tracker)
 		a.peers = d.Peers
 	}
 	a.trailRefs = expirable.NewLRU[trailRefKey, store.TrailRef](trailRefCacheSize, nil, trailRefTTL)
-	a.policies, a.engine = policyeval.NewCache(0), d.Policies
-	a.compliance, _ = lru.New[complianceKey, AssertCompliance](4096) // only a size <= 0 fails
-	a.answers = newAnswerCache(d.Changes)
-	if a.engine == nil {
-		a.engine = envpolicy.NewEngine(envpolicy.Options{})
+	a.answers = answers.NewCache(d.Changes)
+	if d.Policies == nil {
+		d.Policies = envpolicy.NewEngine(envpolicy.Options{})
 	}
+	a.query = policyquery.New(d.Store, d.Policies, d.Log)
 
-	a.mux.Use(func(next http.Handler) http.Handler { return limitTransfers(cfg.Limits, next) })
+	a.mux.Use(func(next http.Handler) http.Handler { return limits.BoundTransfers(cfg.Limits, next) })
 	a.mux.Use(a.recoverPanics)
 
 	hc := huma.DefaultConfig("Veritrail API", "2.0")
@@ -249,15 +254,13 @@ func (a *API) OpenAPI() *huma.OpenAPI { return a.huma.OpenAPI() }
 
 // Tracker is the read-your-writes tracker; the embedded mode wires the evaluator's
 // notifications into it.
-func (a *API) Tracker() *Tracker { return a.tracker }
+func (a *API) Tracker() *consistency.Tracker { return a.tracker }
 
 // Evaluated is what an evaluator in this process calls after each commit, with what the commit
 // changed (see Changes.Advance): it advances Deps.Changes before it wakes the read-your-writes
 // waiters, so that a reader woken by a commit never gets an answer computed before it.
 func (a *API) Evaluated(orgs []string, artifacts map[string][]string) {
-	if c := a.answers.changes; c != nil && !c.watched { // watched counts moved with the commit
-		c.Advance(orgs, artifacts)
-	}
+	a.answers.Evaluated(orgs, artifacts)
 	a.tracker.Notify()
 }
 
@@ -313,7 +316,7 @@ func (a *API) internal(_ context.Context, what string, err error) *Error {
 }
 
 // op declares an operation with the privilege it needs; authorize enforces it. Whether
-// anonymous callers may use it in a public organization is declared by publicOperation.
+// anonymous callers may use it in a public organization is declared by auth.PublicOperation.
 func op(method, path, id string, need Privilege, summary string, tags ...string) huma.Operation {
 	o := huma.Operation{
 		OperationID: id,
@@ -326,7 +329,7 @@ func op(method, path, id string, need Privilege, summary string, tags ...string)
 		Security:    []map[string][]string{{"bearer": {}}, {"basic": {}}},
 		Errors:      []int{400, 401, 403, 404, 429},
 	}
-	if publicOperation(id) {
+	if auth.PublicOperation(id) {
 		if need != PrivRead {
 			panic(fmt.Sprintf("ingest: operation %s is public but needs the %s privilege", id, need))
 		}
@@ -372,6 +375,8 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 }
 
 func now() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 
 // awaitWrites waits until the organization's writes acknowledged before the call are visible
 // (read after write, for every client of the organization), here and at the other ingest

@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -99,7 +100,7 @@ func (w withBody) BodyReader() io.Reader { return w.body }
 
 // newKey is a new key of the account for secret; only the secret's hash is kept.
 func (a *API) newKey(sa store.ServiceAccount, secret, description string, expiresAt *float64) store.APIKey {
-	k := store.APIKey{ID: newID(), Hash: HashKey(secret), OrgID: sa.OrgID, ServiceAccountID: sa.ID, Name: sa.Name,
+	k := store.APIKey{ID: newID(), Hash: auth.HashKey(secret), OrgID: sa.OrgID, ServiceAccountID: sa.ID, Name: sa.Name,
 		Description: description, Role: sa.Privilege, CreatedAt: unixSeconds(a.clock())}
 	if expiresAt != nil {
 		k.ExpiresAt = *expiresAt
@@ -132,7 +133,7 @@ func (a *API) registerAPIKeys() {
 		if err := a.checkExpiry(expiresAt); err != nil {
 			return nil, err
 		}
-		secret := NewSecret()
+		secret := auth.NewSecret()
 		var k store.APIKey
 		err := a.changeIdentities(ctx, p, func(tx store.IdentityTx) error {
 			sa, err := a.serviceAccount(ctx, tx, p, in.SA)
@@ -226,7 +227,7 @@ func (a *API) registerAPIKeys() {
 		if err := a.checkExpiry(expiresAt); err != nil {
 			return nil, err
 		}
-		secret := NewSecret()
+		secret := auth.NewSecret()
 		var fresh, old store.APIKey
 		err := a.changeIdentities(ctx, p, func(tx store.IdentityTx) error {
 			sa, err := a.serviceAccount(ctx, tx, p, in.SA)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/policies/attestkind"
 	"github.com/veritrail/veritrail/policies/customtype"
 )
 
@@ -389,178 +390,32 @@ func (a *API) trailArtifact(ctx context.Context, p *Principal, ref store.TrailRe
 	return art, nil
 }
 
-// judge validates the kind-specific fields and decides compliance.
+// judge validates the kind-specific fields and decides compliance: custom types by their rules,
+// the built-in kinds by policies/attestkind.
 func (a *API) judge(ctx context.Context, p *Principal, kind string, raw []byte, att *attestation) error {
 	att.typ = kind
-	switch kind {
-	case "generic":
-		// The one field it needs, from the value already split out: decoding the whole body again
-		// was a pass over every byte of user_data. encoding/json matches keys regardless of case
-		// (the last match wins); a body with such a key is decoded whole, as before.
-		var compliant *bool
-		v, exact := att.data["is_compliant"].(json.RawMessage)
-		if !exact || slices.ContainsFunc(slices.Collect(maps.Keys(att.data)), func(k string) bool {
-			return k != "is_compliant" && strings.EqualFold(k, "is_compliant")
-		}) {
-			var b struct {
-				IsCompliant *bool `json:"is_compliant"`
-			}
-			if err := decodeJSONPart("data_json", raw, &b); err != nil {
-				return err
-			}
-			compliant = b.IsCompliant
-		} else if err := json.Unmarshal(v, &compliant); err != nil {
-			in := string(v)
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				in = te.Value // as decodeJSONPart names it
-			}
-			return fieldError("is_compliant", "Input should be a valid boolean [input: %s]", in)
-		}
-		// The Kosli CLI's --compliant defaults to true, and it always sends the field.
-		att.compliant = compliant == nil || *compliant
-	case "junit":
-		var b struct {
-			Results []struct {
-				Name     string      `json:"name"`
-				Failures json.Number `json:"failures"`
-				Errors   json.Number `json:"errors"`
-			} `json:"junit_results"`
-		}
-		if err := decodeJSONPart("data_json", raw, &b); err != nil {
-			return err
-		}
-		if b.Results == nil {
-			return fieldError("junit_results", "Field required")
-		}
-		att.compliant = true
-		for _, r := range b.Results {
-			if numNonZero(r.Failures) || numNonZero(r.Errors) {
-				att.compliant = false
-			}
-		}
-	case "snyk":
-		var b struct {
-			Results *struct {
-				Results []map[string]any `json:"results"`
-			} `json:"snyk_results"`
-		}
-		if err := decodeJSONPart("data_json", raw, &b); err != nil {
-			return err
-		}
-		if b.Results == nil {
-			return fieldError("snyk_results", "Field required")
-		}
-		att.compliant = true
-		for _, r := range b.Results.Results {
-			for _, k := range []string{"high_count", "medium_count", "low_count"} {
-				if n, ok := r[k].(json.Number); ok && numNonZero(n) {
-					att.compliant = false
-				}
-			}
-		}
-	case "sonar":
-		var b struct {
-			Results *struct {
-				QualityGate struct {
-					Status string `json:"status"`
-				} `json:"qualityGate"`
-			} `json:"sonar_results"`
-		}
-		if err := decodeJSONPart("data_json", raw, &b); err != nil {
-			return err
-		}
-		if b.Results == nil {
-			return fieldError("sonar_results", "Field required")
-		}
-		att.compliant = strings.EqualFold(b.Results.QualityGate.Status, "OK") || strings.EqualFold(b.Results.QualityGate.Status, "PASSED")
-	case "jira":
-		var b struct {
-			Results []struct {
-				IssueExists bool `json:"issue_exists"`
-			} `json:"jira_results"`
-		}
-		if err := decodeJSONPart("data_json", raw, &b); err != nil {
-			return err
-		}
-		att.compliant = len(b.Results) > 0
-		for _, r := range b.Results {
-			att.compliant = att.compliant && r.IssueExists
-		}
-	case "pull_request":
-		return judgePullRequest(raw, att)
-	case "custom":
+	if kind == "custom" {
 		return a.judgeCustom(ctx, p, raw, att)
-	case "system":
-		var b struct {
-			TypeName string `json:"type_name"`
-			Control  string `json:"control"`
-			Data     *struct {
-				IsCompliant *bool `json:"is_compliant"`
-			} `json:"attestation_data"`
-		}
-		if err := decodeJSONPart("data_json", raw, &b); err != nil {
-			return err
-		}
-		c := checker{}
-		if c.required("type_name", b.TypeName) && b.TypeName != "decision" {
-			c["type_name"] = fmt.Sprintf("Input should be 'decision' [input: %s]", b.TypeName)
-		}
-		c.required("control", b.Control)
-		if b.Data == nil || b.Data.IsCompliant == nil {
-			c["attestation_data.is_compliant"] = "Field required"
-		}
-		if err := c.err(); err != nil {
-			return err
-		}
-		att.typ, att.compliant, att.control = "decision", *b.Data.IsCompliant, b.Control
-	default:
+	}
+	v, err := attestkind.Judge(kind, func(v any) error { return decodeJSONPart("data_json", raw, v) }, att.data)
+	if err != nil {
+		return judgeError(kind, err)
+	}
+	att.typ, att.compliant, att.control = v.Type, v.Compliant, v.Control
+	return nil
+}
+
+// judgeError words a refusal of attestkind.Judge (apart from the write path: errors.As takes its
+// target's address, which would cost an allocation per attestation there).
+func judgeError(kind string, err error) error {
+	var fields attestkind.FieldErrors
+	switch {
+	case errors.Is(err, attestkind.ErrUnknownKind):
 		return apiError(http.StatusNotFound, "Unknown attestation kind '%s'", kind)
+	case errors.As(err, &fields):
+		return validationFailed(fields)
 	}
-	return nil
-}
-
-func numNonZero(n json.Number) bool {
-	if n == "" {
-		return false
-	}
-	f, err := n.Float64()
-	return err != nil || f != 0
-}
-
-// signingProviders expose commit signature verification; for the others the fields are dropped.
-var signingProviders = map[string]bool{"github": true, "gitlab": true}
-
-// judgePullRequest normalizes pull requests: commit signature fields are kept only for
-// providers that verify signatures, and the attestation is compliant when a pull request exists.
-func judgePullRequest(raw []byte, att *attestation) error {
-	var b struct {
-		GitProvider  string           `json:"git_provider"`
-		PullRequests []map[string]any `json:"pull_requests"`
-	}
-	if err := decodeJSONPart("data_json", raw, &b); err != nil {
-		return err
-	}
-	provider := strings.ToLower(b.GitProvider)
-	prs := make([]any, 0, len(b.PullRequests))
-	for i, pr := range b.PullRequests {
-		if _, ok := pr["url"].(string); !ok {
-			return fieldError(fmt.Sprintf("pull_requests[%d].url", i), "Field required")
-		}
-		if commits, ok := pr["commits"].([]any); ok {
-			for _, c := range commits {
-				if cm, ok := c.(map[string]any); ok && !signingProviders[provider] {
-					delete(cm, "verified")
-					delete(cm, "signature_state")
-				}
-			}
-		}
-		prs = append(prs, pr)
-	}
-	att.data["pull_requests"] = prs
-	att.data["git_provider"] = b.GitProvider
-	att.compliant = len(b.PullRequests) > 0
-	return nil
+	return err // decodeJSONPart's, worded already
 }
 
 func (a *API) judgeCustom(ctx context.Context, p *Principal, raw []byte, att *attestation) error {

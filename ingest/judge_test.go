@@ -2,45 +2,52 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"net/http"
 	"testing"
 )
 
-// TestGenericCompliance: a generic attestation's is_compliant is read as encoding/json reads it, whatever path the
-// body takes (the split-out field, or the whole body when a key differs only in case).
-func TestGenericCompliance(t *testing.T) {
+// TestJudgeAnswers: what policies/attestkind decides reaches the attestation, and its refusals
+// are worded as the hosted service words them.
+func TestJudgeAnswers(t *testing.T) {
 	a := New(Config{}, Deps{})
-	tests := []struct {
-		body      string
-		compliant bool
-		fails     bool
-	}{
-		{`{"attestation_name": "x", "is_compliant": true}`, true, false},
-		{`{"attestation_name": "x", "is_compliant": false}`, false, false},
-		{`{"attestation_name": "x"}`, true, false}, // the CLI's default
-		{`{"attestation_name": "x", "is_compliant": null}`, true, false},
-		{`{"attestation_name": "x", "Is_Compliant": false}`, false, false},
-		{`{"attestation_name": "x", "is_compliant": false, "IS_COMPLIANT": true}`, true, false},
-		{`{"attestation_name": "x", "is_compliant": "yes"}`, false, true},
-	}
-	for _, tt := range tests {
-		var fields map[string]json.RawMessage
-		if err := decodeJSONPart("data_json", []byte(tt.body), &fields); err != nil {
+	judge := func(kind, body string) (attestation, error) {
+		_, fields, err := decodeAttestationData([]byte(body))
+		if err != nil {
 			t.Fatal(err)
 		}
 		att := attestation{data: map[string]any{}}
 		for k, v := range fields {
 			att.data[k] = v
 		}
-		err := a.judge(context.Background(), nil, "generic", []byte(tt.body), &att)
-		if tt.fails {
-			if e, ok := err.(*Error); !ok || e.Errors["is_compliant"] == "" {
-				t.Errorf("%s: error %v, want one naming is_compliant", tt.body, err)
-			}
-			continue
+		return att, a.judge(context.Background(), nil, kind, []byte(body), &att)
+	}
+
+	att, err := judge("system", `{"attestation_name": "x", "type_name": "decision", "control": "C-1", "attestation_data": {"is_compliant": true}}`)
+	if err != nil || att.typ != "decision" || !att.compliant || att.control != "C-1" {
+		t.Fatalf("decision: %+v, %v", att, err)
+	}
+	att, err = judge("junit", `{"attestation_name": "x", "junit_results": [{"name": "s", "failures": 1}]}`)
+	if err != nil || att.typ != "junit" || att.compliant {
+		t.Fatalf("failing junit: %+v, %v", att, err)
+	}
+
+	for _, tt := range []struct {
+		kind, body, field string
+		status            int
+	}{
+		{"junit", `{"attestation_name": "x"}`, "junit_results", http.StatusBadRequest},
+		{"generic", `{"attestation_name": "x", "is_compliant": "yes"}`, "is_compliant", http.StatusBadRequest},
+		{"junit", `{"attestation_name": "x", "junit_results": "none"}`, "junit_results", http.StatusBadRequest}, // decodeJSONPart's
+		{"nonsense", `{"attestation_name": "x"}`, "", http.StatusNotFound},
+	} {
+		_, err := judge(tt.kind, tt.body)
+		var e *Error
+		if !errors.As(err, &e) || e.Status != tt.status || (tt.field != "" && e.Errors[tt.field] == "") {
+			t.Errorf("%s %s: %v, want %d naming %q", tt.kind, tt.body, err, tt.status, tt.field)
 		}
-		if err != nil || att.compliant != tt.compliant {
-			t.Errorf("%s: compliant %v, %v; want %v", tt.body, att.compliant, err, tt.compliant)
+		if tt.status == http.StatusBadRequest && e != nil && e.Message != "Input payload validation failed" {
+			t.Errorf("%s %s: message %q", tt.kind, tt.body, e.Message)
 		}
 	}
 }

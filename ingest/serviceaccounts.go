@@ -2,8 +2,6 @@ package ingest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -38,13 +36,6 @@ type ServiceAccountPath struct {
 	Name string `path:"name" doc:"Service account name"`
 }
 
-// NewSecret makes an API key secret: 32 random bytes, URL-safe, with a recognisable prefix.
-func NewSecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return "vt_" + base64.RawURLEncoding.EncodeToString(b)
-}
-
 // changeIdentities runs fn and records the request in the audit log, in one transaction, then
 // forgets cached principals so that this process applies the change at once.
 func (a *API) changeIdentities(ctx context.Context, p *Principal, fn func(tx store.IdentityTx) error) error {
@@ -56,7 +47,7 @@ func (a *API) changeIdentities(ctx context.Context, p *Principal, fn func(tx sto
 		return tx.InsertAudit(ctx, store.AuditRecord{ID: newID(), OrgID: p.Org.ID, KeyID: p.KeyID, Actor: p.Name,
 			Operation: req.Operation, Target: req.Target, Outcome: store.AuditApplied, At: now()})
 	})
-	a.forgetPrincipals()
+	a.auth.Forget()
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/cmd/veritrail/config"
-	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
@@ -215,7 +215,7 @@ func createKeyCommand() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(s), UserID: u.ID, Name: u.DisplayName,
+					if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: auth.HashKey(s), UserID: u.ID, Name: u.DisplayName,
 						Role: store.RoleReader}); err != nil {
 						return err
 					}

@@ -13,7 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/veritrail/veritrail/evaluate"
-	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
@@ -60,7 +60,7 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	k, err := st.KeyByHash(ctx, ingest.HashKey(orgKey))
+	k, err := st.KeyByHash(ctx, auth.HashKey(orgKey))
 	if err != nil || k.Role != "member" || k.Name != "ci" {
 		t.Fatalf("org key: %+v %v", k, err)
 	}
@@ -72,7 +72,7 @@ func TestAdminCommands(t *testing.T) {
 	if err != nil || len(orgs) != 2 {
 		t.Fatalf("jane's orgs: %v %v", orgs, err)
 	}
-	pk, err := st.KeyByHash(ctx, ingest.HashKey(personal))
+	pk, err := st.KeyByHash(ctx, auth.HashKey(personal))
 	if err != nil || pk.UserID != u.ID {
 		t.Fatalf("personal key: %+v %v", pk, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
@@ -47,7 +47,7 @@ func TestAdminSeedAndWipe(t *testing.T) {
 		return st
 	}
 	st := open()
-	k, err := st.KeyByHash(ctx, ingest.HashKey("vt_seeded_reporter_key_000"))
+	k, err := st.KeyByHash(ctx, auth.HashKey("vt_seeded_reporter_key_000"))
 	if err != nil || k.Role != store.RoleSnapshotter || k.Name != "reporter" {
 		t.Fatalf("seeded key: %+v, %v", k, err)
 	}

@@ -21,7 +21,9 @@ import (
 
 	"github.com/veritrail/veritrail/evaluate"
 	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/answers"
 	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/ingest/consistency"
 	"github.com/veritrail/veritrail/internal/bus/backlog"
 	"github.com/veritrail/veritrail/internal/bus/batch"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
@@ -165,7 +167,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	// The evaluator's commits move the counts assert answers are kept by, around each commit.
-	changes := ingest.NewChanges()
+	changes := answers.NewChanges()
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
 		Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify,
 		Resolver: cfg.Resolver})
@@ -218,7 +220,7 @@ func newAPI(cfg Config, d ingest.Deps) *ingest.API {
 // evaluator's group has not acked, in the bus's journal or its table, and the trails it applied
 // messages to without evaluating them. Each organization's reads wait for its own, and only
 // until they are applied and evaluated.
-func awaitBacklog(ctx context.Context, bus *sqlitebus.Bus, st store.Store, tr *ingest.Tracker, log *slog.Logger) error {
+func awaitBacklog(ctx context.Context, bus *sqlitebus.Bus, st store.Store, tr *consistency.Tracker, log *slog.Logger) error {
 	messages := 0
 	err := bus.Unacked(ctx, EvaluatorGroup, contract.TopicEvidence, func(id string, md message.Metadata) error {
 		if org := md.Get(contract.MetaOrg); org != "" {
@@ -268,7 +270,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	}
 	// The evaluator announces its commits through PostgreSQL; asserts are answered from memory
 	// while nothing they depend on was announced.
-	changes := ingest.NewAnnouncedChanges()
+	changes := answers.NewAnnouncedChanges()
 	go st.ListenChanges(ctx, changes, log)
 	// Reads here wait for what other ingest processes acknowledged: their marks in the store,
 	// the bus's end offsets, the evaluator's positions.
@@ -278,7 +280,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	}
 	r.onClose(offsets.Close)
 	ends := func(ctx context.Context) (map[int32]int64, error) { return offsets.End(ctx, contract.TopicEvidence) }
-	peers := ingest.NewPeers(ingest.PeersConfig{Process: uuid.NewString(), Store: st, Topic: contract.TopicEvidence, EndOffsets: ends,
+	peers := consistency.NewPeers(consistency.PeersConfig{Process: uuid.NewString(), Store: st, Topic: contract.TopicEvidence, EndOffsets: ends,
 		Poll: cfg.Ingest.ConsistencyPoll, Log: log})
 	// Ingest accepts evidence faster than an evaluator applies it: publishes wait while the
 	// evaluators are more than MaxBacklog messages behind (all ingest processes together).
@@ -399,7 +401,7 @@ const evaluateBatch = 64
 
 // serveHTTP serves the API on cfg.Addr. The server's ReadTimeout and WriteTimeout stay unset:
 // they are fixed per request, and ingest sets deadlines that follow each request's progress
-// instead (ingest.Limits: a body must keep a minimum rate, a response write likewise, and a
+// instead (limits.Limits: a body must keep a minimum rate, a response write likewise, and a
 // long read-your-writes wait before the answer is not cut off). Headers must arrive within
 // 10 s, and a keep-alive connection is closed after --idle-timeout without a request.
 func serveHTTP(ctx context.Context, r *Running, cfg Config, h http.Handler, log *slog.Logger) error {

@@ -9,15 +9,15 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
 // DefaultOrg is the organization `serve` creates when nothing else is configured.
 const DefaultOrg = "default"
 
-// NewSecret makes an API key secret (ingest.NewSecret), for the commands that print one.
-func NewSecret() string { return ingest.NewSecret() }
+// NewSecret makes an API key secret (auth.NewSecret), for the commands that print one.
+func NewSecret() string { return auth.NewSecret() }
 
 func unixNow() float64 { return float64(time.Now().UnixMicro()) / 1e6 }
 
@@ -53,7 +53,7 @@ func bootstrap(ctx context.Context, st store.Store, cfg Config, fresh bool, out 
 	if err != nil {
 		return err
 	}
-	k, err := st.KeyByHash(ctx, ingest.HashKey(cfg.BootstrapToken))
+	k, err := st.KeyByHash(ctx, auth.HashKey(cfg.BootstrapToken))
 	switch {
 	case err == nil:
 		if k.OrgID != org.ID {
@@ -93,7 +93,7 @@ func CreateOrgKey(ctx context.Context, st store.Store, org store.Org, name strin
 		if err != nil {
 			return err
 		}
-		return tx.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(secret), OrgID: org.ID,
+		return tx.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: auth.HashKey(secret), OrgID: org.ID,
 			ServiceAccountID: sa.ID, Name: sa.Name, Role: sa.Privilege, CreatedAt: unixNow()})
 	})
 	if errors.Is(err, store.ErrConflict) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -27,7 +27,7 @@ func TestRateLimits(t *testing.T) {
 	clock := newTestClock()
 	tune := func(c *Config) {
 		c.Now = clock.Now
-		c.Ingest.Limits = ingest.Limits{KeyRate: 1, KeyBurst: keyBurst, OrgRate: 1, OrgBurst: orgBurst}
+		c.Ingest.Limits = limits.Limits{KeyRate: 1, KeyBurst: keyBurst, OrgRate: 1, OrgBurst: orgBurst}
 	}
 	forEachModeWith(t, tune, func(t *testing.T, e env) {
 		setupFlow(t, e.k)
@@ -109,7 +109,7 @@ func TestRateLimits(t *testing.T) {
 // TestShedsWritesInFlight: past --max-inflight-writes a write is refused with 503 and
 // Retry-After before it is read; the write in flight completes.
 func TestShedsWritesInFlight(t *testing.T) {
-	base, _ := startEmbedded(t, func(c *Config) { c.Ingest.Limits = ingest.Limits{MaxInFlightWrites: 1} })
+	base, _ := startEmbedded(t, func(c *Config) { c.Ingest.Limits = limits.Limits{MaxInFlightWrites: 1} })
 	k := newKosli(t, base+"/api/v2", testToken)
 	setupFlow(t, k)
 

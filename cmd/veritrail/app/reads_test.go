@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -127,7 +127,7 @@ func TestPersonalKeyAcrossOrgs(t *testing.T) {
 			t.Fatal(err)
 		}
 		secret := "vt_personal_key_of_jane_00000000"
-		if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(secret), UserID: user.ID, Name: "jane"}); err != nil {
+		if err := st.CreateKey(ctx, store.APIKey{ID: uuid.NewString(), Hash: auth.HashKey(secret), UserID: user.ID, Name: "jane"}); err != nil {
 			t.Fatal(err)
 		}
 		jane := newKosli(t, e.base+"/api/v2", secret)

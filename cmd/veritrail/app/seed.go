@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
 
-	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -178,7 +178,7 @@ func seedServiceAccount(ctx context.Context, st store.Store, org store.Org, in S
 			return err
 		}
 		for _, k := range in.APIKeys {
-			key := store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(k.Secret), OrgID: org.ID, ServiceAccountID: sa.ID,
+			key := store.APIKey{ID: uuid.NewString(), Hash: auth.HashKey(k.Secret), OrgID: org.ID, ServiceAccountID: sa.ID,
 				Name: sa.Name, Description: k.Description, Role: sa.Privilege, CreatedAt: at, ExpiresAt: k.ExpiresAt}
 			if err := seedKey(ctx, tx, key, func(have store.APIKey) bool { return have.ServiceAccountID == sa.ID }); err != nil {
 				return err
@@ -241,7 +241,7 @@ func seedUser(ctx context.Context, st store.Store, in SeedUser) error {
 	}
 	return st.UpdateIdentities(ctx, func(tx store.IdentityTx) error {
 		for _, k := range in.APIKeys {
-			key := store.APIKey{ID: uuid.NewString(), Hash: ingest.HashKey(k.Secret), UserID: u.ID, Name: display,
+			key := store.APIKey{ID: uuid.NewString(), Hash: auth.HashKey(k.Secret), UserID: u.ID, Name: display,
 				Description: k.Description, Role: store.RoleReader, CreatedAt: unixNow(), ExpiresAt: k.ExpiresAt}
 			if err := seedKey(ctx, tx, key, func(have store.APIKey) bool { return have.UserID == u.ID }); err != nil {
 				return fmt.Errorf("seed: user %s: %w", in.Name, err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
@@ -58,7 +58,7 @@ func TestApplySeed(t *testing.T) {
 	if !acme.Public {
 		t.Error("acme is not public")
 	}
-	k, err := st.KeyByHash(ctx, ingest.HashKey("vt_seeded_ci_key_0000000000"))
+	k, err := st.KeyByHash(ctx, auth.HashKey("vt_seeded_ci_key_0000000000"))
 	if err != nil || k.Name != "ci" || k.Role != store.RoleMember || k.OrgID != acme.ID || k.Description != "main" {
 		t.Fatalf("service account key: %+v, %v", k, err)
 	}
@@ -74,7 +74,7 @@ func TestApplySeed(t *testing.T) {
 			t.Errorf("jane's role in %s: %q, %v; want %s", org, r, err, want)
 		}
 	}
-	if pk, err := st.KeyByHash(ctx, ingest.HashKey("vt_seeded_jane_key_00000000")); err != nil || pk.UserID != jane.ID {
+	if pk, err := st.KeyByHash(ctx, auth.HashKey("vt_seeded_jane_key_00000000")); err != nil || pk.UserID != jane.ID {
 		t.Fatalf("jane's personal key: %+v, %v", pk, err)
 	}
 
@@ -87,7 +87,7 @@ func TestApplySeed(t *testing.T) {
 	if err := ApplySeed(ctx, st, seed); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := st.KeyByHash(ctx, ingest.HashKey("vt_seeded_ci_key_0000000000")); k.Role != store.RoleReader {
+	if k, _ := st.KeyByHash(ctx, auth.HashKey("vt_seeded_ci_key_0000000000")); k.Role != store.RoleReader {
 		t.Errorf("ci's privilege after the change: %s", k.Role)
 	}
 	if u, _ := st.UserByName(ctx, "jane"); u.DisplayName != "J. Doe" {

@@ -15,14 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/ingest"
+	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
 // slowLimits are the production limits with a short body timeout, and without rate limits (this
 // is about write places, not request rates).
-func slowLimits() ingest.Limits {
-	l := ingest.DefaultLimits()
+func slowLimits() limits.Limits {
+	l := limits.Default()
 	l.KeyRate, l.OrgRate = 0, 0
 	l.BodyReadTimeout = 2 * time.Second
 	return l

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"github.com/veritrail/veritrail/ingest/limits"
 	"log/slog"
 	"time"
 
@@ -67,7 +68,7 @@ type Settings struct {
 
 // Defaults are the settings before any file, environment variable or flag.
 func Defaults() Settings {
-	l := ingest.DefaultLimits()
+	l := limits.Default()
 	return Settings{
 		Addr: "127.0.0.1:8080", ConsistencyWait: ingest.DefaultConsistencyWait, LogLevel: slog.LevelInfo,
 		DataDir:       "./veritrail-data",
@@ -83,8 +84,8 @@ func Defaults() Settings {
 }
 
 // Limits are the ingest tier's load limits the settings give.
-func (s Settings) Limits() ingest.Limits {
-	return ingest.Limits{KeyRate: s.RateLimitKey, KeyBurst: s.RateLimitKeyBurst, OrgRate: s.RateLimitOrg, OrgBurst: s.RateLimitOrgBurst,
+func (s Settings) Limits() limits.Limits {
+	return limits.Limits{KeyRate: s.RateLimitKey, KeyBurst: s.RateLimitKeyBurst, OrgRate: s.RateLimitOrg, OrgBurst: s.RateLimitOrgBurst,
 		MaxInFlightWrites: s.MaxInFlightWrites, KeyInFlightWrites: s.MaxInFlightWritesKey, OrgInFlightWrites: s.MaxInFlightWritesOrg,
 		BodyReadTimeout: s.BodyReadTimeout, MinTransferRate: s.MinTransferRate, WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout}
 }

@@ -1,4 +1,9 @@
-package ingest
+// Package limits holds how much load ingest accepts and how slow a client may be: the
+// configuration (Limits, its flags and environment variables), the token buckets per API key and
+// per organization, the bound on writes in flight with the key's and the organization's shares of
+// it, and the connection deadlines that cut off a client sending or reading too slowly. Ingest's
+// authorization hook asks it before a handler runs; it knows nothing of HTTP answers.
+package limits
 
 import (
 	"errors"
@@ -50,12 +55,12 @@ type Limits struct {
 	IdleTimeout time.Duration
 }
 
-// DefaultLimits are the limits of `veritrail serve` and `veritrail ingest` when no setting
+// Default is the limits of `veritrail serve` and `veritrail ingest` when no setting
 // changes them (cmd/veritrail/config). A CI key rarely makes more than a few requests a second;
 // the per-key bucket lets a pipeline's burst through and stops a runaway loop.
 // A key may hold an eighth of the write places and an organization half of them, and 64 KiB/s
 // (512 kbit/s) brings a 10 MB attachment in within about three minutes.
-func DefaultLimits() Limits {
+func Default() Limits {
 	return Limits{KeyRate: 100, KeyBurst: 200, OrgRate: 500, OrgBurst: 1000,
 		MaxInFlightWrites: 256, KeyInFlightWrites: 32, OrgInFlightWrites: 128,
 		BodyReadTimeout: 10 * time.Second, MinTransferRate: 64 << 10, WriteTimeout: 30 * time.Second,
@@ -95,24 +100,24 @@ func (l Limits) Validate() error {
 // again, a moment of leniency rather than unbounded memory.
 const maxBuckets = 100_000
 
-// limiter enforces Limits: a token bucket per key and per organization, and the writes in
+// Limiter enforces Limits: a token bucket per key and per organization, and the writes in
 // flight.
-type limiter struct {
+type Limiter struct {
 	keys     buckets
 	orgs     buckets
 	inflight inflight
 }
 
-func newLimiter(cfg Limits) *limiter {
-	return &limiter{keys: buckets{rate: cfg.KeyRate, burst: cfg.KeyBurst},
+func NewLimiter(cfg Limits) *Limiter {
+	return &Limiter{keys: buckets{rate: cfg.KeyRate, burst: cfg.KeyBurst},
 		orgs: buckets{rate: cfg.OrgRate, burst: cfg.OrgBurst},
 		inflight: inflight{max: cfg.MaxInFlightWrites, keyMax: cfg.KeyInFlightWrites, orgMax: cfg.OrgInFlightWrites,
 			keys: map[string]int{}, orgs: map[string]int{}}}
 }
 
-// allow takes one token from the key's bucket and one from the organization's, or neither.
+// Allow takes one token from the key's bucket and one from the organization's, or neither.
 // When it cannot, it says which limit refused and how long until a token is there.
-func (l *limiter) allow(now time.Time, keyID, orgID string) (refused string, wait time.Duration) {
+func (l *Limiter) Allow(now time.Time, keyID, orgID string) (refused string, wait time.Duration) {
 	k := l.keys.reserve(now, keyID)
 	if d := delay(k, now); d > 0 {
 		cancel(k, now)
@@ -127,20 +132,20 @@ func (l *limiter) allow(now time.Time, keyID, orgID string) (refused string, wai
 	return "", 0
 }
 
-// refusal says which bound refused a write (startWrite).
-type refusal int
+// Refusal says which bound refused a write (StartWrite).
+type Refusal int
 
 const (
-	admitted refusal = iota
-	refusedServer
-	refusedKey
-	refusedOrg
+	Admitted Refusal = iota
+	RefusedServer
+	RefusedKey
+	RefusedOrg
 )
 
-// startWrite admits a write if fewer than MaxInFlightWrites are in flight and the key and the
+// StartWrite admits a write if fewer than MaxInFlightWrites are in flight and the key and the
 // organization are within their shares; done must be called when it ends. refused says which
 // bound refused it otherwise.
-func (l *limiter) startWrite(keyID, orgID string) (done func(), refused refusal) {
+func (l *Limiter) StartWrite(keyID, orgID string) (done func(), refused Refusal) {
 	return l.inflight.start(keyID, orgID)
 }
 
@@ -155,24 +160,24 @@ type inflight struct {
 	orgs  map[string]int
 }
 
-func (f *inflight) start(keyID, orgID string) (done func(), refused refusal) {
+func (f *inflight) start(keyID, orgID string) (done func(), refused Refusal) {
 	if f.max <= 0 && f.keyMax <= 0 && f.orgMax <= 0 {
-		return func() {}, admitted
+		return func() {}, Admitted
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case f.keyMax > 0 && f.keys[keyID] >= f.keyMax:
-		return nil, refusedKey
+		return nil, RefusedKey
 	case f.orgMax > 0 && f.orgs[orgID] >= f.orgMax:
-		return nil, refusedOrg
+		return nil, RefusedOrg
 	case f.max > 0 && f.total >= f.max:
-		return nil, refusedServer
+		return nil, RefusedServer
 	}
 	f.total++
 	f.keys[keyID]++
 	f.orgs[orgID]++
-	return func() { f.end(keyID, orgID) }, admitted
+	return func() { f.end(keyID, orgID) }, Admitted
 }
 
 func (f *inflight) end(keyID, orgID string) {
@@ -227,7 +232,7 @@ func cancel(r *rate.Reservation, now time.Time) {
 	}
 }
 
-// retryAfter is the Retry-After value, in whole seconds (at least 1), for a wait.
-func retryAfter(d time.Duration) int {
+// RetryAfter is the Retry-After value, in whole seconds (at least 1), for a wait.
+func RetryAfter(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
 }

@@ -1,4 +1,4 @@
-package ingest
+package limits
 
 import (
 	"testing"
@@ -7,57 +7,57 @@ import (
 
 func TestLimiterBuckets(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	l := newLimiter(Limits{KeyRate: 1, KeyBurst: 2})
+	l := NewLimiter(Limits{KeyRate: 1, KeyBurst: 2})
 	for i := range 2 {
-		if refused, _ := l.allow(now, "a", "o"); refused != "" {
+		if refused, _ := l.Allow(now, "a", "o"); refused != "" {
 			t.Fatalf("request %d within the key's burst refused by the %s", i+1, refused)
 		}
 	}
-	if refused, wait := l.allow(now, "a", "o"); refused != "API key" || wait != time.Second {
+	if refused, wait := l.Allow(now, "a", "o"); refused != "API key" || wait != time.Second {
 		t.Fatalf("past the burst: refused by %q, wait %v; want the API key, 1s", refused, wait)
 	}
-	if refused, _ := l.allow(now, "b", "o"); refused != "" {
+	if refused, _ := l.Allow(now, "b", "o"); refused != "" {
 		t.Fatalf("another key shares no bucket with the first: refused by the %s", refused)
 	}
-	if refused, _ := l.allow(now.Add(time.Second), "a", "o"); refused != "" {
+	if refused, _ := l.Allow(now.Add(time.Second), "a", "o"); refused != "" {
 		t.Fatalf("a token a second later: refused by the %s", refused)
 	}
 
 	// The organization's bucket is shared; a request it refuses gives the key its token back.
-	l = newLimiter(Limits{KeyRate: 0.001, KeyBurst: 1, OrgRate: 1, OrgBurst: 1})
-	if refused, _ := l.allow(now, "x", "o"); refused != "" {
+	l = NewLimiter(Limits{KeyRate: 0.001, KeyBurst: 1, OrgRate: 1, OrgBurst: 1})
+	if refused, _ := l.Allow(now, "x", "o"); refused != "" {
 		t.Fatalf("first request refused by the %s", refused)
 	}
-	if refused, wait := l.allow(now, "y", "o"); refused != "organization" || wait != time.Second {
+	if refused, wait := l.Allow(now, "y", "o"); refused != "organization" || wait != time.Second {
 		t.Fatalf("second key: refused by %q, wait %v; want the organization, 1s", refused, wait)
 	}
-	if refused, _ := l.allow(now.Add(time.Second), "y", "o"); refused != "" {
+	if refused, _ := l.Allow(now.Add(time.Second), "y", "o"); refused != "" {
 		t.Fatalf("the key's token was not given back: refused by the %s", refused)
 	}
-	if refused, _ := l.allow(now.Add(time.Second), "z", "other"); refused != "" {
+	if refused, _ := l.Allow(now.Add(time.Second), "z", "other"); refused != "" {
 		t.Fatalf("another organization: refused by the %s", refused)
 	}
 
-	l = newLimiter(Limits{})
+	l = NewLimiter(Limits{})
 	for range 1000 {
-		if refused, _ := l.allow(now, "a", "o"); refused != "" {
+		if refused, _ := l.Allow(now, "a", "o"); refused != "" {
 			t.Fatalf("zero limits refused by the %s", refused)
 		}
 	}
 }
 
 func TestLimiterInFlight(t *testing.T) {
-	l := newLimiter(Limits{MaxInFlightWrites: 2})
-	done1, r1 := l.startWrite("a", "o")
-	_, r2 := l.startWrite("b", "p")
-	if _, r := l.startWrite("c", "q"); r1 != admitted || r2 != admitted || r != refusedServer {
+	l := NewLimiter(Limits{MaxInFlightWrites: 2})
+	done1, r1 := l.StartWrite("a", "o")
+	_, r2 := l.StartWrite("b", "p")
+	if _, r := l.StartWrite("c", "q"); r1 != Admitted || r2 != Admitted || r != RefusedServer {
 		t.Fatalf("admitted %v %v, then %v; want two, then the server's refusal", r1, r2, r)
 	}
 	done1()
-	if _, r := l.startWrite("c", "q"); r != admitted {
+	if _, r := l.StartWrite("c", "q"); r != Admitted {
 		t.Fatal("a write that ended did not free its place")
 	}
-	if _, r := newLimiter(Limits{}).startWrite("a", "o"); r != admitted {
+	if _, r := NewLimiter(Limits{}).StartWrite("a", "o"); r != Admitted {
 		t.Fatal("unbounded writes refused")
 	}
 }
@@ -66,11 +66,11 @@ func TestLimiterInFlight(t *testing.T) {
 // so that the others still find some; a write that ends gives its key's and organization's
 // place back.
 func TestLimiterInFlightShares(t *testing.T) {
-	l := newLimiter(Limits{MaxInFlightWrites: 5, KeyInFlightWrites: 2, OrgInFlightWrites: 3})
+	l := NewLimiter(Limits{MaxInFlightWrites: 5, KeyInFlightWrites: 2, OrgInFlightWrites: 3})
 	var dones []func()
-	start := func(key, org string, want refusal) {
+	start := func(key, org string, want Refusal) {
 		t.Helper()
-		done, r := l.startWrite(key, org)
+		done, r := l.StartWrite(key, org)
 		if r != want {
 			t.Fatalf("write of %s/%s: refusal %v, want %v", org, key, r, want)
 		}
@@ -78,18 +78,18 @@ func TestLimiterInFlightShares(t *testing.T) {
 			dones = append(dones, done)
 		}
 	}
-	start("a", "o", admitted)
-	start("a", "o", admitted)
-	start("a", "o", refusedKey) // the key's share is taken...
-	start("b", "o", admitted)   // ...not its organization's
-	start("c", "o", refusedOrg) // now the organization's is
-	start("x", "p", admitted)   // another organization still gets places
-	start("y", "p", admitted)
-	start("z", "q", refusedServer) // until every place is taken
+	start("a", "o", Admitted)
+	start("a", "o", Admitted)
+	start("a", "o", RefusedKey) // the key's share is taken...
+	start("b", "o", Admitted)   // ...not its organization's
+	start("c", "o", RefusedOrg) // now the organization's is
+	start("x", "p", Admitted)   // another organization still gets places
+	start("y", "p", Admitted)
+	start("z", "q", RefusedServer) // until every place is taken
 	dones[0]()                     // a write of key a in o ends: key a is within its share again
-	start("a", "o", admitted)
-	start("a", "o", refusedKey)
-	start("z", "q", refusedServer)
+	start("a", "o", Admitted)
+	start("a", "o", RefusedKey)
+	start("z", "q", RefusedServer)
 	if len(l.inflight.keys) != 4 || len(l.inflight.orgs) != 2 {
 		t.Fatalf("counts kept for %d keys and %d organizations, want 4 and 2", len(l.inflight.keys), len(l.inflight.orgs))
 	}
@@ -103,15 +103,15 @@ func TestLimiterInFlightShares(t *testing.T) {
 
 func TestRetryAfter(t *testing.T) {
 	for d, want := range map[time.Duration]int{time.Millisecond: 1, time.Second: 1, 1500 * time.Millisecond: 2, time.Minute: 60} {
-		if got := retryAfter(d); got != want {
-			t.Errorf("retryAfter(%v) = %d, want %d", d, got, want)
+		if got := RetryAfter(d); got != want {
+			t.Errorf("RetryAfter(%v) = %d, want %d", d, got, want)
 		}
 	}
 }
 
 // TestLimitsValidate: every negative bound, and a rate without a burst, is refused.
 func TestLimitsValidate(t *testing.T) {
-	if err := DefaultLimits().Validate(); err != nil {
+	if err := Default().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []Limits{{KeyRate: -1}, {OrgRate: 2, OrgBurst: 0}, {MaxInFlightWrites: -1}, {KeyInFlightWrites: -1},

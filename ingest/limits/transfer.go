@@ -1,4 +1,4 @@
-package ingest
+package limits
 
 import (
 	"errors"
@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// limitTransfers holds each request to Limits' transfer bounds with connection deadlines that
+// BoundTransfers holds each request to Limits' transfer bounds with connection deadlines that
 // follow its progress: its body must arrive within BodyReadTimeout plus what its size needs at
 // MinTransferRate, and each response write must be accepted within WriteTimeout plus what its
 // size needs at that rate. The http.Server's own ReadTimeout and WriteTimeout are fixed per
 // request, and no fixed value both cuts off a trickle early and lets a 10 MB attachment through
 // a slow but steady link; its WriteTimeout would also count a long read-your-writes wait or
 // upload before the answer.
-func limitTransfers(l Limits, next http.Handler) http.Handler {
+func BoundTransfers(l Limits, next http.Handler) http.Handler {
 	if l.BodyReadTimeout <= 0 && l.WriteTimeout <= 0 {
 		return next
 	}

@@ -1,4 +1,9 @@
-package ingest
+// Package consistency gives reads the writes acknowledged before them (read after write, for
+// every client of an organization): the Tracker remembers this process's publishes until the
+// evaluator has made them visible and evaluated, and Peers extends that to the writes of other
+// ingest processes through marks in the shared store and the bus's offsets. Ingest calls them
+// around each publish and before each read.
+package consistency
 
 import (
 	"context"

@@ -1,4 +1,8 @@
-package ingest
+// Package answers keeps assert answers in memory while what they depend on stands still: the
+// counts of an evaluator's commits by organization and artifact (Changes, advanced in this
+// process or by announcements from another), and the cache of encoded answers stamped with them
+// (Cache). Ingest asks it before computing an assert and gives it what it computed.
+package answers
 
 import (
 	"bytes"
@@ -49,7 +53,7 @@ func NewChanges() *Changes { return &Changes{seed: maphash.MakeSeed()} }
 
 // NewAnnouncedChanges makes counts advanced by announcements of an evaluator in another process
 // (the distributed mode: PostgreSQL's LISTEN/NOTIFY, delivered after the commit). An announcement
-// can arrive after a client that wrote has seen its write committed, so for announcementLag
+// can arrive after a client that wrote has seen its write committed, so for AnnouncementLag
 // after a key's writes are found visible, its asserts are computed afresh (read your writes);
 // other clients may get a kept answer for as long as an announcement takes to arrive.
 func NewAnnouncedChanges() *Changes { c := NewChanges(); c.announced = true; return c }
@@ -64,9 +68,9 @@ func (c *Changes) Listening(on bool) {
 	c.listening.Store(on)
 }
 
-// announcementLag bounds how late an announcement arrives after its commit, for the writer's
+// AnnouncementLag bounds how late an announcement arrives after its commit, for the writer's
 // own reads: delivery takes milliseconds; a second is a wide margin.
-const announcementLag = time.Second
+const AnnouncementLag = time.Second
 
 // Forget retires every answer kept: the caller may have missed changes (a lost connection).
 func (c *Changes) Forget() { c.epoch.Add(1) }
@@ -86,19 +90,19 @@ func (c *Changes) Advance(orgs []string, artifacts map[string][]string) {
 	}
 }
 
-// stamp is the counts an answer about one artifact depends on; busy says a watched commit was
+// Stamp is the counts an answer about one artifact depends on; busy says a watched commit was
 // under way when they were read, so that an answer computed now may not be kept.
-type stamp struct {
+type Stamp struct {
 	epoch, org, artifact uint64
 	busy                 bool
 }
 
-func (s stamp) same(o stamp) bool {
+func (s Stamp) same(o Stamp) bool {
 	return s.epoch == o.epoch && s.org == o.org && s.artifact == o.artifact
 }
 
-func (c *Changes) stamp(org, fingerprint string) stamp {
-	s := stamp{epoch: c.epoch.Load(), org: c.orgs[c.slot(org, orgSlots)].Load(),
+func (c *Changes) stamp(org, fingerprint string) Stamp {
+	s := Stamp{epoch: c.epoch.Load(), org: c.orgs[c.slot(org, orgSlots)].Load(),
 		artifact: c.artifacts[c.slot(org+"/"+fingerprint, artifactSlots)].Load()}
 	s.busy = c.committing.Load() > 0 // read after the counts: see Watch
 	return s
@@ -168,51 +172,51 @@ func (t *watchedTx) Announce(ctx context.Context, orgs []string, artifacts map[s
 
 func (c *Changes) slot(s string, n int) int { return int(maphash.String(c.seed, s) % uint64(n)) }
 
-// answerCacheSize bounds the assert answers kept: about 2.5 KB each with three policies.
-const answerCacheSize = 8192
+// cacheSize bounds the assert answers kept: about 2.5 KB each with three policies.
+const cacheSize = 8192
 
-// answerKey is one assert question: the organization and the request's parameters as given.
-type answerKey struct {
+// Key is one assert question: the organization and the request's parameters as given.
+type Key struct {
 	org, fingerprint, flow, environment, policies string
 }
 
-func newAnswerKey(org, fingerprint, flow, env string, policies []string) answerKey {
-	return answerKey{org: org, fingerprint: fingerprint, flow: flow, environment: env,
+func NewKey(org, fingerprint, flow, env string, policies []string) Key {
+	return Key{org: org, fingerprint: fingerprint, flow: flow, environment: env,
 		policies: strings.Join(policies, "\x00")} // names hold no NUL
 }
 
 // answer is an encoded assert result and the counts it was computed at.
 type answer struct {
-	at   stamp
+	at   Stamp
 	body []byte
 }
 
-// answerCache keeps encoded assert answers while what they depend on stands still. The counts
+// Cache keeps encoded assert answers while what they depend on stands still. The counts
 // are read before the answer is computed: a commit that lands during the computation advances
 // them past it, so the answer is recomputed next time rather than trusted. Only questions that
 // name a whole fingerprint are kept: a prefix's meaning changes when another artifact matching
 // it is reported, which no count of the one artifact records. Without Changes (the evaluator
 // runs in another process and nothing here hears of its commits) nothing is kept and every
 // assert reads the store.
-type answerCache struct {
+type Cache struct {
 	changes *Changes
-	lru     *lru.Cache[answerKey, answer]
+	lru     *lru.Cache[Key, answer]
 }
 
-func newAnswerCache(c *Changes) *answerCache {
+func NewCache(c *Changes) *Cache {
 	if c == nil {
-		return &answerCache{}
+		return &Cache{}
 	}
-	l, _ := lru.New[answerKey, answer](answerCacheSize) // only a size <= 0 fails
-	return &answerCache{changes: c, lru: l}
+	l, _ := lru.New[Key, answer](cacheSize) // only a size <= 0 fails
+	return &Cache{changes: c, lru: l}
 }
 
-// get returns the answer to k if it was computed at the current counts, and the counts to
+// Get returns the answer to k if it was computed at the current counts, and the counts to
 // store a new answer at. fresh asks for an answer computed now whatever is kept (a caller that
 // must see its own recent writes).
-func (c *answerCache) get(k answerKey, fresh bool) ([]byte, stamp, bool) {
+func (c *Cache) Get(k Key, fresh bool) ([]byte, Stamp, bool) {
 	if c.changes == nil || len(k.fingerprint) != 64 {
-		return nil, stamp{}, false
+		return nil, Stamp{}, false
 	}
 	now := c.changes.stamp(k.org, k.fingerprint)
 	if c.changes.announced && !c.changes.listening.Load() {
@@ -224,17 +228,17 @@ func (c *answerCache) get(k answerKey, fresh bool) ([]byte, stamp, bool) {
 	return nil, now, false
 }
 
-// put keeps body as the answer to k computed at counts at.
-func (c *answerCache) put(k answerKey, at stamp, body []byte) {
+// Put keeps body as the answer to k computed at counts at.
+func (c *Cache) Put(k Key, at Stamp, body []byte) {
 	if c.changes == nil || len(k.fingerprint) != 64 || at.busy {
 		return
 	}
 	c.lru.Add(k, answer{at: at, body: body})
 }
 
-// encodeAnswer encodes v as Huma would have (no HTML escaping, a final newline), so that an
+// Encode encodes v as Huma would have (no HTML escaping, a final newline), so that an
 // answer from memory is byte for byte the answer computed.
-func encodeAnswer(v any) ([]byte, error) {
+func Encode(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -243,3 +247,16 @@ func encodeAnswer(v any) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// Evaluated records a commit of an evaluator in this process that reported it after the commit
+// (see Changes.Advance); counts that move with the commits themselves (Watch) have moved already.
+func (c *Cache) Evaluated(orgs []string, artifacts map[string][]string) {
+	if c.changes != nil && !c.changes.watched {
+		c.changes.Advance(orgs, artifacts)
+	}
+}
+
+// Lags reports whether the counts may move only after a commit a reader already sees (advanced
+// after it, or announced from another process): a reader that has just waited for its writes
+// must then ask for a fresh answer. Watched counts never lag.
+func (c *Cache) Lags() bool { return c.changes != nil && !c.changes.watched }

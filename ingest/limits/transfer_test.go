@@ -1,4 +1,4 @@
-package ingest
+package limits
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ const bound = 15 * time.Second
 // (plus the little its bytes earned at the minimum rate) has passed, as a timeout.
 func TestTrickledBodyIsCutOff(t *testing.T) {
 	readErr := make(chan error, 1)
-	srv := httptest.NewServer(limitTransfers(Limits{BodyReadTimeout: 300 * time.Millisecond, MinTransferRate: 1000},
+	srv := httptest.NewServer(BoundTransfers(Limits{BodyReadTimeout: 300 * time.Millisecond, MinTransferRate: 1000},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, err := io.ReadAll(r.Body)
 			readErr <- err
@@ -49,7 +49,7 @@ func TestTrickledBodyIsCutOff(t *testing.T) {
 // leaves the server to drain it before it answers; that drain ends at the deadline too, the
 // answer goes out and the connection is closed.
 func TestRefusedTrickleIsDropped(t *testing.T) {
-	srv := httptest.NewServer(limitTransfers(Limits{BodyReadTimeout: 300 * time.Millisecond},
+	srv := httptest.NewServer(BoundTransfers(Limits{BodyReadTimeout: 300 * time.Millisecond},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTooManyRequests) })))
 	t.Cleanup(srv.Close) // after the connections dialed later are closed: a stuck handler must end first
 	conn := dial(t, srv)
@@ -78,7 +78,7 @@ func TestRefusedTrickleIsDropped(t *testing.T) {
 func TestSteadySlowBodyPasses(t *testing.T) {
 	const size, chunk = 512 << 10, 32 << 10
 	got := make(chan error, 1)
-	srv := httptest.NewServer(limitTransfers(Limits{BodyReadTimeout: time.Second, MinTransferRate: 64 << 10},
+	srv := httptest.NewServer(BoundTransfers(Limits{BodyReadTimeout: time.Second, MinTransferRate: 64 << 10},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, err := io.ReadAll(r.Body)
 			if err == nil && len(b) != size {
@@ -110,7 +110,7 @@ func TestSteadySlowBodyPasses(t *testing.T) {
 // handler: its write fails once WriteTimeout (plus what the size needs at the rate) has passed.
 func TestUnreadResponseIsCutOff(t *testing.T) {
 	writeErr := make(chan error, 1)
-	srv := httptest.NewServer(limitTransfers(Limits{WriteTimeout: 200 * time.Millisecond, MinTransferRate: 1 << 30},
+	srv := httptest.NewServer(BoundTransfers(Limits{WriteTimeout: 200 * time.Millisecond, MinTransferRate: 1 << 30},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, err := w.Write(make([]byte, 64<<20)) // more than the sockets buffer
 			writeErr <- err
@@ -134,7 +134,7 @@ func TestUnreadResponseIsCutOff(t *testing.T) {
 func TestSteadySlowReaderGetsAll(t *testing.T) {
 	const size = 16 << 20
 	writeErr := make(chan error, 1)
-	srv := httptest.NewServer(limitTransfers(Limits{WriteTimeout: 100 * time.Millisecond, MinTransferRate: 4 << 20},
+	srv := httptest.NewServer(BoundTransfers(Limits{WriteTimeout: 100 * time.Millisecond, MinTransferRate: 4 << 20},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(300 * time.Millisecond) // longer than WriteTimeout, before the first write
 			_, err := w.Write(bytes.Repeat([]byte{'y'}, size))

@@ -1,4 +1,4 @@
-package ingest
+package answers
 
 import (
 	"bytes"
@@ -12,14 +12,14 @@ import (
 func TestAnswerCache(t *testing.T) {
 	fp := strings.Repeat("ab", 32)
 	other := strings.Repeat("cd", 32)
-	k := newAnswerKey("org", fp, "", "prod", nil)
-	kept := func(c *answerCache, k answerKey) bool {
-		_, _, ok := c.get(k, false)
+	k := NewKey("org", fp, "", "prod", nil)
+	kept := func(c *Cache, k Key) bool {
+		_, _, ok := c.Get(k, false)
 		return ok
 	}
-	fill := func(c *answerCache, k answerKey, body string) {
-		_, at, _ := c.get(k, false)
-		c.put(k, at, []byte(body))
+	fill := func(c *Cache, k Key, body string) {
+		_, at, _ := c.Get(k, false)
+		c.Put(k, at, []byte(body))
 	}
 
 	tests := []struct {
@@ -38,7 +38,7 @@ func TestAnswerCache(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			changes := NewChanges()
-			c := newAnswerCache(changes)
+			c := NewCache(changes)
 			fill(c, k, "v1")
 			tt.advance(changes)
 			if got := kept(c, k); got != tt.kept {
@@ -50,30 +50,30 @@ func TestAnswerCache(t *testing.T) {
 
 	t.Run("a commit during the computation", func(t *testing.T) {
 		changes := NewChanges()
-		c := newAnswerCache(changes)
-		_, at, _ := c.get(k, false) // counts read before the answer is computed
+		c := NewCache(changes)
+		_, at, _ := c.Get(k, false) // counts read before the answer is computed
 		changes.Advance([]string{"org"}, nil)
-		c.put(k, at, []byte("v2"))
+		c.Put(k, at, []byte("v2"))
 		if kept(c, k) {
 			t.Fatal("an answer computed across a commit was used")
 		}
 	})
 	t.Run("questions kept apart", func(t *testing.T) {
-		c := newAnswerCache(NewChanges())
+		c := NewCache(NewChanges())
 		fill(c, k, "env")
-		if body, _, ok := c.get(k, false); !ok || !bytes.Equal(body, []byte("env")) {
+		if body, _, ok := c.Get(k, false); !ok || !bytes.Equal(body, []byte("env")) {
 			t.Fatalf("kept answer: %q %v", body, ok)
 		}
-		if kept(c, newAnswerKey("org", fp, "", "", []string{"prod"})) {
+		if kept(c, NewKey("org", fp, "", "", []string{"prod"})) {
 			t.Fatal("an environment name answered a policy question")
 		}
-		if newAnswerKey("org", fp, "", "", []string{"a,b"}) == newAnswerKey("org", fp, "", "", []string{"a", "b"}) {
+		if NewKey("org", fp, "", "", []string{"a,b"}) == NewKey("org", fp, "", "", []string{"a", "b"}) {
 			t.Fatal("policy lists that differ share a key")
 		}
 	})
 	t.Run("forgetting retires everything", func(t *testing.T) {
 		changes := NewChanges()
-		c := newAnswerCache(changes)
+		c := NewCache(changes)
 		fill(c, k, "v")
 		changes.Forget()
 		if kept(c, k) {
@@ -81,15 +81,15 @@ func TestAnswerCache(t *testing.T) {
 		}
 	})
 	t.Run("a fresh answer is asked for", func(t *testing.T) {
-		c := newAnswerCache(NewChanges())
+		c := NewCache(NewChanges())
 		fill(c, k, "v")
-		if _, _, ok := c.get(k, true); ok {
+		if _, _, ok := c.Get(k, true); ok {
 			t.Fatal("a kept answer was given to a caller that asked for a fresh one")
 		}
 	})
 	t.Run("announced changes are used only while heard", func(t *testing.T) {
 		changes := NewAnnouncedChanges()
-		c := newAnswerCache(changes)
+		c := NewCache(changes)
 		fill(c, k, "v")
 		if kept(c, k) {
 			t.Fatal("an answer was used before announcements were heard")
@@ -114,15 +114,15 @@ func TestAnswerCache(t *testing.T) {
 		}
 	})
 	t.Run("a prefix is never kept", func(t *testing.T) {
-		c := newAnswerCache(NewChanges())
-		short := newAnswerKey("org", fp[:12], "", "prod", nil)
+		c := NewCache(NewChanges())
+		short := NewKey("org", fp[:12], "", "prod", nil)
 		fill(c, short, "v")
 		if kept(c, short) {
 			t.Fatal("an answer to a prefix was kept")
 		}
 	})
 	t.Run("without changes nothing is kept", func(t *testing.T) {
-		c := newAnswerCache(nil)
+		c := NewCache(nil)
 		fill(c, k, "v")
 		if kept(c, k) {
 			t.Fatal("a cache without changes answered")
@@ -153,16 +153,16 @@ func (announceTx) Announce(context.Context, []string, map[string][]string) error
 // computed while a commit is under way is kept.
 func TestWatchedCommits(t *testing.T) {
 	fp := strings.Repeat("ab", 32)
-	k := newAnswerKey("org", fp, "", "prod", nil)
+	k := NewKey("org", fp, "", "prod", nil)
 	changes := NewChanges()
-	c := newAnswerCache(changes)
+	c := NewCache(changes)
 	kept := func() bool {
-		_, _, ok := c.get(k, false)
+		_, _, ok := c.Get(k, false)
 		return ok
 	}
 	fill := func(body string) {
-		_, at, _ := c.get(k, false)
-		c.put(k, at, []byte(body))
+		_, at, _ := c.Get(k, false)
+		c.Put(k, at, []byte(body))
 	}
 	var duringCommit, keptDuring bool
 	st := changes.Watch(commitStore{atCommit: func() {

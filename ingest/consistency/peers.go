@@ -1,4 +1,4 @@
-package ingest
+package consistency
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/veritrail/veritrail/ingest/answers"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -38,7 +39,7 @@ type PeersConfig struct {
 	Lease time.Duration
 	// Linger is how long a mark stays after the process's writes of the organization are all
 	// visible, so that readers elsewhere compute their asserts afresh until announcements of
-	// those writes have arrived. Zero means announcementLag.
+	// those writes have arrived. Zero means answers.AnnouncementLag.
 	Linger time.Duration
 	// Poll is how often waits ask the store again. Zero means 5 ms.
 	Poll time.Duration
@@ -71,7 +72,7 @@ type PeersConfig struct {
 // up to markNotice longer.
 type Peers struct {
 	cfg     PeersConfig
-	tracker *Tracker // this process's writes; set by New
+	tracker *Tracker // this process's writes; set by Track
 
 	mu     sync.Mutex
 	marks  map[string]*peerMark
@@ -103,7 +104,7 @@ func NewPeers(cfg PeersConfig) *Peers {
 		cfg.Lease = 30 * time.Second
 	}
 	if cfg.Linger <= 0 {
-		cfg.Linger = announcementLag
+		cfg.Linger = answers.AnnouncementLag
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 5 * time.Millisecond
@@ -431,3 +432,9 @@ func (p *Peers) pause(ctx context.Context, deadline time.Time) bool {
 		return time.Now().Before(deadline)
 	}
 }
+
+// Track makes p follow t, the tracker of this process's writes: a mark is removed once the
+// writes it covers are visible there. Ingest's New calls it before serving.
+func (p *Peers) Track(t *Tracker) { p.tracker = t }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
