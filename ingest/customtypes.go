@@ -67,14 +67,12 @@ func (a *API) registerCustomTypes() {
 	o := op(http.MethodPost, "/custom-attestation-types/{org}", "createCustomType", PrivWrite,
 		"Create a custom attestation type, or a new version of it", "Custom attestation types")
 	o.DefaultStatus = http.StatusCreated
-	a.multipartOp(&o, "data_json", "CustomTypeInput", "type_schema")
-	huma.Register(a.huma, o, func(ctx context.Context, in *multipartInput) (*stringOutput, error) {
+	parts := formParts{json: "data_json", files: []filePart{
+		{name: "type_schema", doc: "The JSON Schema that attestation_data of this type must match", required: true},
+	}}
+	registerForm(a, o, parts, func(ctx context.Context, in *orgForm, f *Form[CustomTypeInput]) (*stringOutput, error) {
 		p := principalFrom(ctx)
-		var body CustomTypeInput
-		f, err := readForm(in.ContentType, in.RawBody, "data_json", &body, "type_schema", a.cfg.MaxPartBytes, a.cfg.MaxPartBytes)
-		if err != nil {
-			return nil, err
-		}
+		body := f.Payload
 		c := checker{}
 		c.name("name", body.Name, typeNameRE, typeNamePattern)
 		var rules []string

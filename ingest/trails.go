@@ -39,20 +39,15 @@ func (a *API) trailURL(org, flow, trail string) string {
 func (a *API) registerTrails() {
 	type beginInput struct {
 		FlowPath
-		ContentType string `header:"Content-Type"`
-		RawBody     []byte `contentType:"multipart/form-data"`
+		FormBody
 	}
 	o := op(http.MethodPut, "/trails/{org}/{flow}", "beginTrail", PrivWrite,
 		"Begin (201) or update (200) a trail", "Trails")
 	o.DefaultStatus = http.StatusCreated
-	a.multipartOp(&o, "data_json", "TrailInput", "template_file")
-	huma.Register(a.huma, o, func(ctx context.Context, in *beginInput) (*stringOutput, error) {
+	parts := formParts{json: "data_json", files: []filePart{{name: "template_file", doc: "The trail's template (YAML)", large: true}}}
+	registerForm(a, o, parts, func(ctx context.Context, in *beginInput, f *Form[TrailInput]) (*stringOutput, error) {
 		p := principalFrom(ctx)
-		var body TrailInput
-		f, err := readForm(in.ContentType, in.RawBody, "data_json", &body, "template_file", a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
-		if err != nil {
-			return nil, err
-		}
+		body := f.Payload
 		c := checker{}
 		c.name("name", body.Name, trailNameRE, trailNamePattern)
 		checkCommitInfo(c, "git_commit_info", body.GitCommitInfo)

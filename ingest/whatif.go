@@ -8,8 +8,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/danielgtaylor/huma/v2"
-
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/policyeval"
@@ -48,16 +46,15 @@ type WhatIfArtifact struct {
 func (a *API) registerWhatIf() {
 	type whatIfInput struct {
 		EnvPath
-		ContentType string `header:"Content-Type"`
-		RawBody     []byte `contentType:"multipart/form-data"`
+		FormBody
 	}
 	type whatIfOutput struct{ Body WhatIfResult }
 	o := op(http.MethodPost, "/environments/{org}/{env}/what-if", "whatIfPolicy", PrivRead,
 		"Judge the environment's latest snapshot against a draft policy, without attaching or storing it", "Policies")
-	a.multipartOp(&o, "payload", "WhatIfPayload", "policy_file")
-	o.RequestBody.Content["multipart/form-data"].Schema.Required = []string{"policy_file"}
-	huma.Register(a.huma, o, func(ctx context.Context, in *whatIfInput) (*whatIfOutput, error) {
-		res, err := a.whatIf(ctx, principalFrom(ctx), in.Env, in.ContentType, in.RawBody)
+	parts := policyParts(true)
+	parts.decoding = decodeValue
+	registerForm(a, o, parts, func(ctx context.Context, in *whatIfInput, f *Form[WhatIfPayload]) (*whatIfOutput, error) {
+		res, err := a.whatIf(ctx, principalFrom(ctx), in.Env, f)
 		if err != nil {
 			return nil, err
 		}
@@ -65,17 +62,8 @@ func (a *API) registerWhatIf() {
 	})
 }
 
-func (a *API) whatIf(ctx context.Context, p *Principal, envName, contentType string, body []byte) (WhatIfResult, error) {
-	f, err := parseForm(contentType, body, nil, a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
-	if err != nil {
-		return WhatIfResult{}, err
-	}
-	var payload WhatIfPayload
-	if raw, ok := f.part("payload"); ok {
-		if err := decodeJSONPart("payload", raw, &payload); err != nil {
-			return WhatIfResult{}, err
-		}
-	}
+func (a *API) whatIf(ctx context.Context, p *Principal, envName string, f *Form[WhatIfPayload]) (WhatIfResult, error) {
+	payload := f.Payload
 	c := checker{}
 	checkPolicyType(c, payload.Type)
 	if err := c.err(); err != nil {
@@ -85,14 +73,15 @@ func (a *API) whatIf(ctx context.Context, p *Principal, envName, contentType str
 	if err != nil {
 		return WhatIfResult{}, err
 	}
-	file, err := a.readPolicyFile(ctx, p, f, payload.Type)
+	file, err := a.readPolicyFile(ctx, p, f.parts, payload.Type)
 	if err != nil {
 		return WhatIfResult{}, err
 	}
 	draft := *file.policy
 	draft.Name = payload.Name
 	if draft.Name == "" {
-		draft.Name = strings.TrimSuffix(path.Base(f.files["policy_file"].name), path.Ext(f.files["policy_file"].name))
+		ff, _ := f.file("policy_file")
+		draft.Name = strings.TrimSuffix(path.Base(ff.name), path.Ext(ff.name))
 	}
 	if draft.Name == "" || draft.Name == "." {
 		draft.Name = "draft"
