@@ -32,6 +32,19 @@ type AttestationCommon struct {
 	// user_data is carried in the data as it came; nothing reads it here.
 }
 
+// check checks the common fields; attest calls it on what decodeAttestationData decoded.
+func (a *AttestationCommon) check(c checker, _ *form) {
+	c.name("attestation_name", a.AttestationName, nil, "")
+	checkTargets(c, a.TargetArtifacts)
+	if a.ArtifactFingerprint != "" {
+		c.match("artifact_fingerprint", a.ArtifactFingerprint, fingerprintRE, fingerprintPattern)
+	}
+	checkCommitInfo(c, "git_commit_info", a.GitCommitInfo)
+	checkObject(c, "repo_info", a.RepoInfo)
+	checkObject(c, "external_urls", a.ExternalURLs)
+	checkObject(c, "annotations", a.Annotations)
+}
+
 // attestation is a validated attestation ready to publish.
 type attestation struct {
 	name, typ   string
@@ -298,15 +311,7 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	}
 	name, target := splitAttestationName(common.AttestationName, common.TargetArtifacts)
 	c := checker{}
-	c.name("attestation_name", common.AttestationName, nil, "")
-	checkTargets(c, common.TargetArtifacts)
-	if common.ArtifactFingerprint != "" {
-		c.match("artifact_fingerprint", common.ArtifactFingerprint, fingerprintRE, fingerprintPattern)
-	}
-	checkCommitInfo(c, "git_commit_info", common.GitCommitInfo)
-	checkObject(c, "repo_info", common.RepoInfo)
-	checkObject(c, "external_urls", common.ExternalURLs)
-	checkObject(c, "annotations", common.Annotations)
+	common.check(c, nil)
 	if err := c.err(); err != nil {
 		return nil, err
 	}

@@ -28,6 +28,20 @@ type CustomTypeInput struct {
 	Summary string `json:"summary,omitempty"`
 }
 
+// check checks the type's fields and its type_schema part.
+func (t *CustomTypeInput) check(c checker, f *form) {
+	c.name("name", t.Name, typeNameRE, typeNamePattern)
+	if t.Evaluator != nil && t.Evaluator.ContentType != "" && t.Evaluator.ContentType != "jq" {
+		c["evaluator.content_type"] = fmt.Sprintf("Input should be 'jq' [input: %s]", t.Evaluator.ContentType)
+	}
+	schema, ok := f.part("type_schema")
+	if !ok || len(strings.TrimSpace(string(schema))) == 0 {
+		c["type_schema"] = "Field required"
+	} else if msg := textPartProblem(schema); msg != "" {
+		c["type_schema"] = msg
+	}
+}
+
 // CustomTypeView is a custom attestation type with its versions.
 type CustomTypeView struct {
 	Name        string              `json:"name"`
@@ -73,24 +87,11 @@ func (a *API) registerCustomTypes() {
 	registerForm(a, o, parts, func(ctx context.Context, in *orgForm, f *Form[CustomTypeInput]) (*stringOutput, error) {
 		p := principalFrom(ctx)
 		body := f.Payload
-		c := checker{}
-		c.name("name", body.Name, typeNameRE, typeNamePattern)
 		var rules []string
 		if body.Evaluator != nil {
-			if body.Evaluator.ContentType != "" && body.Evaluator.ContentType != "jq" {
-				c["evaluator.content_type"] = fmt.Sprintf("Input should be 'jq' [input: %s]", body.Evaluator.ContentType)
-			}
 			rules = body.Evaluator.Rules
 		}
-		schema, ok := f.part("type_schema")
-		if !ok || len(strings.TrimSpace(string(schema))) == 0 {
-			c["type_schema"] = "Field required"
-		} else if msg := textPartProblem(schema); msg != "" {
-			c["type_schema"] = msg
-		}
-		if err := c.err(); err != nil {
-			return nil, err
-		}
+		schema, _ := f.part("type_schema")
 		if _, err := customtype.Compile(schema, rules); err != nil {
 			var de *customtype.DefinitionError
 			if errors.As(err, &de) {

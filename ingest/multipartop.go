@@ -11,9 +11,10 @@ import (
 // A multipart operation declares its parts once (formParts, and the payload type its JSON part
 // holds); registerForm documents them in the OpenAPI description and parses every request by
 // them, so the description and the checks cannot drift apart. Huma's own multipart support
-// (huma.MultipartFormFiles) is not used: it reads the body through net/http's ParseMultipartForm,
-// which neither names the part over a size limit nor rejects a part given twice, and it would
-// decode data_json a second time beside the one pass attestations make over it.
+// (huma.MultipartFormFiles) is not used: it reads the body with net/http's ParseMultipartForm,
+// which spills large files to temporary files and has no limit per part to name in a 413, it
+// takes a JSON part only as a field (the Kosli CLI's contract accepts one sent as a file too),
+// and it would decode data_json beside the one pass attestations make over it.
 
 // filePart declares a file part of a multipart operation.
 type filePart struct {
@@ -34,8 +35,9 @@ const (
 	decodeDocument jsonDecoding = iota
 	// decodeValue decodes the part without the text rules (decodeJSONPart).
 	decodeValue
-	// decodeByHandler leaves the part to the handler (Form.Raw): attestations decode data_json in
-	// one pass of their own (decodeAttestationData), and their kind's rules read the rest.
+	// decodeByHandler leaves the part to the handler (Form.Raw), decoding and checks alike:
+	// attestations decode data_json in one pass of their own (decodeAttestationData, then
+	// AttestationCommon.check), and their kind's rules read the rest.
 	decodeByHandler
 )
 
@@ -48,6 +50,10 @@ type formParts struct {
 	decoding jsonDecoding
 	files    []filePart
 }
+
+// checkedPayload is a payload type with rules beyond its JSON types: check records each problem
+// of the payload (and of the parts that go with it) in c, named, in the hosted service's words.
+type checkedPayload interface{ check(c checker, parts *form) }
 
 // FormBody is the raw body of a multipart operation; the input of every multipart operation
 // embeds it, and registerForm parses it.
@@ -62,7 +68,8 @@ type formInput interface{ multipart() *FormBody }
 
 // Form is a parsed multipart request whose JSON part holds a P.
 type Form[P any] struct {
-	// Payload is the JSON part decoded; zero when the part was left out or the handler decodes it.
+	// Payload is the JSON part decoded and checked (checkedPayload); zero when the part was left
+	// out or the handler decodes it.
 	Payload P
 	// Raw is the JSON part as sent; nil when it was left out.
 	Raw   []byte
@@ -80,7 +87,7 @@ func (f *Form[P]) part(name string) ([]byte, bool) { return f.parts.part(name) }
 
 // registerForm registers the multipart operation o: its request body documents parts, the JSON
 // part with P's schema, and handle gets each request's body parsed and its JSON part decoded into
-// P. The input type I embeds FormBody.
+// P, then checked when P is a checkedPayload. The input type I embeds FormBody.
 func registerForm[I, P, O any](a *API, o huma.Operation, parts formParts, handle func(context.Context, *I, *Form[P]) (*O, error)) {
 	if _, ok := any(new(I)).(formInput); !ok {
 		panic(fmt.Sprintf("ingest: the input of multipart operation %s does not embed FormBody", o.OperationID))
@@ -102,21 +109,29 @@ func registerForm[I, P, O any](a *API, o huma.Operation, parts formParts, handle
 		}
 		form := &Form[P]{parts: f}
 		raw, ok := f.part(parts.json)
-		if !ok {
-			if !parts.optional {
-				return nil, fieldError(parts.json, "Field required")
-			}
-			return handle(ctx, in, form)
+		if !ok && !parts.optional {
+			return nil, fieldError(parts.json, "Field required")
 		}
 		form.Raw = raw
-		switch parts.decoding {
-		case decodeDocument:
-			err = decodeJSONDoc(parts.json, raw, &form.Payload)
-		case decodeValue:
-			err = decodeJSONPart(parts.json, raw, &form.Payload)
+		if parts.decoding == decodeByHandler {
+			return handle(ctx, in, form)
 		}
-		if err != nil {
-			return nil, err
+		if ok {
+			if parts.decoding == decodeDocument {
+				err = decodeJSONDoc(parts.json, raw, &form.Payload)
+			} else {
+				err = decodeJSONPart(parts.json, raw, &form.Payload)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		if p, ok := any(&form.Payload).(checkedPayload); ok {
+			c := checker{}
+			p.check(c, f)
+			if err := c.err(); err != nil {
+				return nil, err
+			}
 		}
 		return handle(ctx, in, form)
 	})

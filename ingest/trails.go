@@ -26,6 +26,13 @@ type TrailInput struct {
 	UserData      json.RawMessage `json:"user_data,omitempty"`
 }
 
+func (t *TrailInput) check(c checker, _ *form) {
+	c.name("name", t.Name, trailNameRE, trailNamePattern)
+	checkCommitInfo(c, "git_commit_info", t.GitCommitInfo)
+	checkObject(c, "repo_info", t.RepoInfo)
+	checkObject(c, "external_urls", t.ExternalURLs)
+}
+
 type TrailPath struct {
 	Org   string `path:"org"`
 	Flow  string `path:"flow"`
@@ -48,14 +55,6 @@ func (a *API) registerTrails() {
 	registerForm(a, o, parts, func(ctx context.Context, in *beginInput, f *Form[TrailInput]) (*stringOutput, error) {
 		p := principalFrom(ctx)
 		body := f.Payload
-		c := checker{}
-		c.name("name", body.Name, trailNameRE, trailNamePattern)
-		checkCommitInfo(c, "git_commit_info", body.GitCommitInfo)
-		checkObject(c, "repo_info", body.RepoInfo)
-		checkObject(c, "external_urls", body.ExternalURLs)
-		if err := c.err(); err != nil {
-			return nil, err
-		}
 		flow, err := a.flowByName(ctx, p, in.Flow)
 		if err != nil {
 			return nil, err

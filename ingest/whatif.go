@@ -19,6 +19,8 @@ type WhatIfPayload struct {
 	Type string `json:"type,omitempty" doc:"env (the default) or rego; a policy_file whose name ends in .rego is raw Rego too"`
 }
 
+func (w *WhatIfPayload) check(c checker, _ *form) { checkPolicyType(c, w.Type) }
+
 // WhatIfResult is how a draft policy would judge an environment's latest snapshot.
 type WhatIfResult struct {
 	Environment   string `json:"environment"`
@@ -64,11 +66,6 @@ func (a *API) registerWhatIf() {
 
 func (a *API) whatIf(ctx context.Context, p *Principal, envName string, f *Form[WhatIfPayload]) (WhatIfResult, error) {
 	payload := f.Payload
-	c := checker{}
-	checkPolicyType(c, payload.Type)
-	if err := c.err(); err != nil {
-		return WhatIfResult{}, err
-	}
 	e, err := a.environmentByName(ctx, p, envName)
 	if err != nil {
 		return WhatIfResult{}, err
