@@ -19,13 +19,14 @@ import (
 type TrailInput struct {
 	Name          string          `json:"name"`
 	Description   *string         `json:"description,omitempty"`
-	GitCommitInfo json.RawMessage `json:"git_commit_info,omitempty"`
-	RepoInfo      json.RawMessage `json:"repo_info,omitempty"`
+	GitCommitInfo json.RawMessage `json:"git_commit_info,omitempty" doc:"object: {sha1, message?, author?, branch?, timestamp? (a number), url?}"`
+	RepoInfo      json.RawMessage `json:"repo_info,omitempty" doc:"object: {url, name, id, description?, provider?, namespace_path?, additional_info?}"`
 	OriginURL     *string         `json:"origin_url,omitempty"`
-	ExternalURLs  json.RawMessage `json:"external_urls,omitempty"`
-	UserData      json.RawMessage `json:"user_data,omitempty"`
+	ExternalURLs  json.RawMessage `json:"external_urls,omitempty" doc:"object: {label: {href, fingerprint?}}"`
+	UserData      json.RawMessage `json:"user_data,omitempty" doc:"any JSON the caller keeps with the trail"`
 }
 
+// check checks the trail's name and the objects it carries.
 func (t *TrailInput) check(c checker, _ *form) {
 	c.name("name", t.Name, trailNameRE, trailNamePattern)
 	checkCommitInfo(c, "git_commit_info", t.GitCommitInfo)
