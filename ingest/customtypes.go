@@ -17,13 +17,15 @@ import (
 	"github.com/veritrail/veritrail/policies/customtype"
 )
 
-// CustomTypeInput is the data_json of create custom attestation type.
+// CustomTypeInput is the data_json of create custom attestation type. Keys beyond these are
+// ignored, as encoding/json ignores them.
 type CustomTypeInput struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
+	_           struct{} `additionalProperties:"true"`
+	Name        string   `json:"name"`
+	Description string   `json:"description" required:"false"`
 	Evaluator   *struct {
-		ContentType string   `json:"content_type"`
-		Rules       []string `json:"rules"`
+		ContentType string   `json:"content_type" required:"false" enum:"jq" doc:"jq (the only kind) when given"`
+		Rules       []string `json:"rules" required:"false" doc:"jq expressions, each true for compliant data"`
 	} `json:"evaluator,omitempty"`
 	Summary string `json:"summary,omitempty"`
 }

@@ -15,12 +15,13 @@ import (
 	"github.com/veritrail/veritrail/policies/envpolicy"
 )
 
-// PolicyPayload is the payload part of create policy.
+// PolicyPayload is the payload part of create policy. Keys beyond these are ignored.
 type PolicyPayload struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Comment     string `json:"comment,omitempty" doc:"what this version changes"`
-	Type        string `json:"type,omitempty" doc:"env (the default) or rego; a policy_file whose name ends in .rego is raw Rego too"`
+	_           struct{} `additionalProperties:"true"`
+	Name        string   `json:"name" required:"false" doc:"required on PUT /policies/{org}; on PUT /policies/{org}/{policy} the path names the policy, and a payload name must be the same"`
+	Description string   `json:"description,omitempty"`
+	Comment     string   `json:"comment,omitempty" doc:"what this version changes"`
+	Type        string   `json:"type,omitempty" doc:"env (the default) or rego; a policy_file whose name ends in .rego is raw Rego too"`
 }
 
 // PolicyView is a policy as the API shows it.

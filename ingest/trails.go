@@ -15,8 +15,9 @@ import (
 	"github.com/veritrail/veritrail/policies/template"
 )
 
-// TrailInput is the data_json of begin trail.
+// TrailInput is the data_json of begin trail. Keys beyond these are ignored.
 type TrailInput struct {
+	_             struct{}        `additionalProperties:"true"`
 	Name          string          `json:"name"`
 	Description   *string         `json:"description,omitempty"`
 	GitCommitInfo json.RawMessage `json:"git_commit_info,omitempty" doc:"object: {sha1, message?, author?, branch?, timestamp? (a number), url?}"`

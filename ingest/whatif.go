@@ -15,8 +15,9 @@ import (
 
 // WhatIfPayload is the optional payload part of what-if.
 type WhatIfPayload struct {
-	Name string `json:"name,omitempty" doc:"what to call the draft in the answer (default: the file's name)"`
-	Type string `json:"type,omitempty" doc:"env (the default) or rego; a policy_file whose name ends in .rego is raw Rego too"`
+	_    struct{} `additionalProperties:"true"`
+	Name string   `json:"name,omitempty" doc:"what to call the draft in the answer (default: the file's name)"`
+	Type string   `json:"type,omitempty" doc:"env (the default) or rego; a policy_file whose name ends in .rego is raw Rego too"`
 }
 
 func (w *WhatIfPayload) check(c checker, _ *form) { checkPolicyType(c, w.Type) }
