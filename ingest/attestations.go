@@ -19,21 +19,31 @@ import (
 	"github.com/veritrail/veritrail/policies/customtype"
 )
 
-// attestationKinds are the multipart attest operations, by path segment.
-var attestationKinds = []string{"generic", "custom", "junit", "snyk", "sonar", "jira", "pull_request", "system"}
-
 // AttestationCommon holds the fields every attest operation's data_json shares.
 type AttestationCommon struct {
-	AttestationName     string          `json:"attestation_name"`
-	OriginURL           *string         `json:"origin_url,omitempty"`
+	AttestationName     string          `json:"attestation_name" doc:"the attestation's name; 'artifact.name' attests a template artifact when target_artifacts is not given"`
+	OriginURL           *string         `json:"origin_url,omitempty" doc:"where the evidence comes from (a CI run)"`
 	Description         *string         `json:"description,omitempty"`
-	ArtifactFingerprint string          `json:"artifact_fingerprint,omitempty"`
-	TargetArtifacts     []string        `json:"target_artifacts,omitempty"`
-	GitCommitInfo       json.RawMessage `json:"git_commit_info,omitempty"`
-	RepoInfo            json.RawMessage `json:"repo_info,omitempty"`
-	ExternalURLs        json.RawMessage `json:"external_urls,omitempty"`
-	Annotations         json.RawMessage `json:"annotations,omitempty"`
+	ArtifactFingerprint string          `json:"artifact_fingerprint,omitempty" pattern:"^[a-f0-9]{64}$" doc:"the SHA-256 of the artifact attested"`
+	TargetArtifacts     []string        `json:"target_artifacts,omitempty" doc:"the template artifact the attestation is for"`
+	GitCommitInfo       json.RawMessage `json:"git_commit_info,omitempty" doc:"object: {sha1, message?, author?, branch?, timestamp? (a number), url?}"`
+	RepoInfo            json.RawMessage `json:"repo_info,omitempty" doc:"object: {url, name, id, description?, provider?, namespace_path?, additional_info?}"`
+	ExternalURLs        json.RawMessage `json:"external_urls,omitempty" doc:"object: {label: {href, fingerprint?}}"`
+	Annotations         json.RawMessage `json:"annotations,omitempty" doc:"object: {key: value}"`
 	// user_data is carried in the data as it came; nothing reads it here.
+}
+
+// check checks the common fields; attest calls it on what decodeAttestationData decoded.
+func (a *AttestationCommon) check(c checker, _ *form) {
+	c.name("attestation_name", a.AttestationName, nil, "")
+	checkTargets(c, a.TargetArtifacts)
+	if a.ArtifactFingerprint != "" {
+		c.match("artifact_fingerprint", a.ArtifactFingerprint, fingerprintRE, fingerprintPattern)
+	}
+	checkCommitInfo(c, "git_commit_info", a.GitCommitInfo)
+	checkObject(c, "repo_info", a.RepoInfo)
+	checkObject(c, "external_urls", a.ExternalURLs)
+	checkObject(c, "annotations", a.Annotations)
 }
 
 // attestation is a validated attestation ready to publish.
@@ -47,33 +57,14 @@ type attestation struct {
 }
 
 func (a *API) registerAttestations() {
-	type attestInput struct {
-		TrailPath
-		ContentType string `header:"Content-Type"`
-		RawBody     []byte `contentType:"multipart/form-data"`
-	}
-	for _, kind := range attestationKinds {
-		o := op(http.MethodPost, "/attestations/{org}/{flow}/trail/{trail}/"+kind, "attest_"+kind, PrivWrite,
-			"Attest "+strings.ReplaceAll(kind, "_", " ")+" evidence to a trail or an artifact", "Attestations")
-		o.DefaultStatus = http.StatusCreated
-		a.multipartOp(&o, "data_json", kind+" attestation input", "attachment_file")
-		huma.Register(a.huma, o, func(ctx context.Context, in *attestInput) (*stringOutput, error) {
-			p := principalFrom(ctx)
-			f, err := parseForm(in.ContentType, in.RawBody, []string{"attachment_file"}, a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
-			if err != nil {
-				return nil, err
-			}
-			raw, ok := f.part("data_json")
-			if !ok {
-				return nil, fieldError("data_json", "Field required")
-			}
-			var file *formFile
-			if ff, ok := f.files["attachment_file"]; ok {
-				file = &ff
-			}
-			return a.attest(ctx, p, in.TrailPath, kind, raw, file)
-		})
-	}
+	registerAttestKind[GenericAttestation](a, "generic")
+	registerAttestKind[CustomAttestation](a, "custom")
+	registerAttestKind[JUnitAttestation](a, "junit")
+	registerAttestKind[SnykAttestation](a, "snyk")
+	registerAttestKind[SonarAttestation](a, "sonar")
+	registerAttestKind[JiraAttestation](a, "jira")
+	registerAttestKind[PullRequestAttestation](a, "pull_request")
+	registerAttestKind[DecisionAttestation](a, "system")
 
 	type overrideInput struct {
 		TrailPath
@@ -246,6 +237,27 @@ func (a *API) registerAttestations() {
 		})
 }
 
+// registerAttestKind registers the multipart attest operation of one kind, whose data_json is a P.
+func registerAttestKind[P any](a *API, kind string) {
+	type attestInput struct {
+		TrailPath
+		FormBody
+	}
+	o := op(http.MethodPost, "/attestations/{org}/{flow}/trail/{trail}/"+kind, "attest_"+kind, PrivWrite,
+		"Attest "+strings.ReplaceAll(kind, "_", " ")+" evidence to a trail or an artifact", "Attestations")
+	o.DefaultStatus = http.StatusCreated
+	parts := formParts{json: "data_json", decoding: decodeByHandler, files: []filePart{
+		{name: "attachment_file", doc: "Evidence kept with the attestation; several files arrive tarred as one", large: true},
+	}}
+	registerForm(a, o, parts, func(ctx context.Context, in *attestInput, f *Form[P]) (*stringOutput, error) {
+		var file *formFile
+		if ff, ok := f.file("attachment_file"); ok {
+			file = &ff
+		}
+		return a.attest(ctx, principalFrom(ctx), in.TrailPath, kind, f.Raw, file)
+	})
+}
+
 // splitAttestationName accepts the "artifact.attestation" form when the client did not split it.
 func splitAttestationName(name string, targets []string) (string, string) {
 	if len(targets) > 0 {
@@ -300,15 +312,7 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	}
 	name, target := splitAttestationName(common.AttestationName, common.TargetArtifacts)
 	c := checker{}
-	c.name("attestation_name", common.AttestationName, nil, "")
-	checkTargets(c, common.TargetArtifacts)
-	if common.ArtifactFingerprint != "" {
-		c.match("artifact_fingerprint", common.ArtifactFingerprint, fingerprintRE, fingerprintPattern)
-	}
-	checkCommitInfo(c, "git_commit_info", common.GitCommitInfo)
-	checkObject(c, "repo_info", common.RepoInfo)
-	checkObject(c, "external_urls", common.ExternalURLs)
-	checkObject(c, "annotations", common.Annotations)
+	common.check(c, nil)
 	if err := c.err(); err != nil {
 		return nil, err
 	}

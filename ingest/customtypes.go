@@ -17,15 +17,31 @@ import (
 	"github.com/veritrail/veritrail/policies/customtype"
 )
 
-// CustomTypeInput is the data_json of create custom attestation type.
+// CustomTypeInput is the data_json of create custom attestation type. Keys beyond these are
+// ignored, as encoding/json ignores them.
 type CustomTypeInput struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
+	_           struct{} `additionalProperties:"true"`
+	Name        string   `json:"name"`
+	Description string   `json:"description" required:"false"`
 	Evaluator   *struct {
-		ContentType string   `json:"content_type"`
-		Rules       []string `json:"rules"`
+		ContentType string   `json:"content_type" required:"false" enum:"jq" doc:"jq (the only kind) when given"`
+		Rules       []string `json:"rules" required:"false" doc:"jq expressions, each true for compliant data"`
 	} `json:"evaluator,omitempty"`
 	Summary string `json:"summary,omitempty"`
+}
+
+// check checks the type's fields and its type_schema part.
+func (t *CustomTypeInput) check(c checker, f *form) {
+	c.name("name", t.Name, typeNameRE, typeNamePattern)
+	if t.Evaluator != nil && t.Evaluator.ContentType != "" && t.Evaluator.ContentType != "jq" {
+		c["evaluator.content_type"] = fmt.Sprintf("Input should be 'jq' [input: %s]", t.Evaluator.ContentType)
+	}
+	schema, ok := f.part("type_schema")
+	if !ok || len(strings.TrimSpace(string(schema))) == 0 {
+		c["type_schema"] = "Field required"
+	} else if msg := textPartProblem(schema); msg != "" {
+		c["type_schema"] = msg
+	}
 }
 
 // CustomTypeView is a custom attestation type with its versions.
@@ -67,32 +83,17 @@ func (a *API) registerCustomTypes() {
 	o := op(http.MethodPost, "/custom-attestation-types/{org}", "createCustomType", PrivWrite,
 		"Create a custom attestation type, or a new version of it", "Custom attestation types")
 	o.DefaultStatus = http.StatusCreated
-	a.multipartOp(&o, "data_json", "CustomTypeInput", "type_schema")
-	huma.Register(a.huma, o, func(ctx context.Context, in *multipartInput) (*stringOutput, error) {
+	parts := formParts{json: "data_json", files: []filePart{
+		{name: "type_schema", doc: "The JSON Schema that attestation_data of this type must match", required: true},
+	}}
+	registerForm(a, o, parts, func(ctx context.Context, in *orgForm, f *Form[CustomTypeInput]) (*stringOutput, error) {
 		p := principalFrom(ctx)
-		var body CustomTypeInput
-		f, err := readForm(in.ContentType, in.RawBody, "data_json", &body, "type_schema", a.cfg.MaxPartBytes, a.cfg.MaxPartBytes)
-		if err != nil {
-			return nil, err
-		}
-		c := checker{}
-		c.name("name", body.Name, typeNameRE, typeNamePattern)
+		body := f.Payload
 		var rules []string
 		if body.Evaluator != nil {
-			if body.Evaluator.ContentType != "" && body.Evaluator.ContentType != "jq" {
-				c["evaluator.content_type"] = fmt.Sprintf("Input should be 'jq' [input: %s]", body.Evaluator.ContentType)
-			}
 			rules = body.Evaluator.Rules
 		}
-		schema, ok := f.part("type_schema")
-		if !ok || len(strings.TrimSpace(string(schema))) == 0 {
-			c["type_schema"] = "Field required"
-		} else if msg := textPartProblem(schema); msg != "" {
-			c["type_schema"] = msg
-		}
-		if err := c.err(); err != nil {
-			return nil, err
-		}
+		schema, _ := f.part("type_schema")
 		if _, err := customtype.Compile(schema, rules); err != nil {
 			var de *customtype.DefinitionError
 			if errors.As(err, &de) {

@@ -58,10 +58,10 @@ type FlowInput struct {
 	Visibility  *string `json:"visibility,omitempty"`
 }
 
-type multipartInput struct {
+// orgForm is the input of a multipart operation on an organization.
+type orgForm struct {
 	OrgPath
-	ContentType string `header:"Content-Type"`
-	RawBody     []byte `contentType:"multipart/form-data"`
+	FormBody
 }
 
 type stringOutput struct {
@@ -73,16 +73,10 @@ func (a *API) registerFlows() {
 	o := op(http.MethodPut, "/flows/{org}/template_file", "createFlowWithTemplate", PrivWrite,
 		"Create or update a flow with a template file", "Flows")
 	o.DefaultStatus = http.StatusCreated
-	a.multipartOp(&o, "data_json", "FlowInput", "template_file")
-	huma.Register(a.huma, o, func(ctx context.Context, in *multipartInput) (*stringOutput, error) {
-		p := principalFrom(ctx)
-		var body FlowInput
-		f, err := readForm(in.ContentType, in.RawBody, "data_json", &body, "template_file", a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
-		if err != nil {
-			return nil, err
-		}
+	parts := formParts{json: "data_json", files: []filePart{{name: "template_file", doc: "The flow's template (YAML)", large: true}}}
+	registerForm(a, o, parts, func(ctx context.Context, in *orgForm, f *Form[FlowInput]) (*stringOutput, error) {
 		tmpl, _ := f.part("template_file")
-		return a.upsertFlow(ctx, p, body, tmpl)
+		return a.upsertFlow(ctx, principalFrom(ctx), f.Payload, tmpl)
 	})
 
 	type legacyInput struct {
@@ -269,24 +263,4 @@ func pagination(total int, p store.Page) Pagination {
 		pages = (total + p.PerPage - 1) / p.PerPage
 	}
 	return Pagination{Total: total, Page: max(p.Page, 1), PerPage: p.PerPage, PageCount: pages}
-}
-
-// multipartOp makes o take a multipart body that the handler parses itself (parseForm, with
-// per-part limits), and documents it in the OpenAPI: a JSON part and file parts.
-func (a *API) multipartOp(o *huma.Operation, jsonPart, jsonSchemaName string, files ...string) {
-	o.MaxBodyBytes = a.cfg.MaxFileBytes + a.cfg.MaxPartBytes
-	o.SkipValidateBody = true
-	o.RequestBody = multipartBody(jsonPart, jsonSchemaName, files...)
-}
-
-func multipartBody(jsonPart, jsonSchemaName string, files ...string) *huma.RequestBody {
-	props := map[string]*huma.Schema{
-		jsonPart: {Type: "string", Description: "JSON document (" + jsonSchemaName + "), sent as a form field without a filename"},
-	}
-	for _, f := range files {
-		props[f] = &huma.Schema{Type: "string", Format: "binary", Description: "optional file, at most 10 MB"}
-	}
-	return &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
-		"multipart/form-data": {Schema: &huma.Schema{Type: "object", Properties: props, Required: []string{jsonPart}}},
-	}}
 }

@@ -100,23 +100,6 @@ func repeatedPart(name string) *Error {
 	return fieldError(name, "Part given more than once; send one part named '%s'", name)
 }
 
-// readForm parses a multipart body whose file part (if any) may be up to fileLimit bytes,
-// and decodes its required JSON part into v.
-func readForm(contentType string, body []byte, jsonPart string, v any, file string, fileLimit, partLimit int64) (*form, error) {
-	f, err := parseForm(contentType, body, []string{file}, fileLimit, partLimit)
-	if err != nil {
-		return nil, err
-	}
-	raw, ok := f.part(jsonPart)
-	if !ok {
-		return nil, fieldError(jsonPart, "Field required")
-	}
-	if err := decodeJSONDoc(jsonPart, raw, v); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
 // decodeJSONDoc is decodeJSONPart for a document the request gives whole (a part, not a value
 // of one): a string that breaks the text rules (jsonTextOK) is a 400 naming it, before any type
 // error.

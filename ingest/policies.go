@@ -15,12 +15,13 @@ import (
 	"github.com/veritrail/veritrail/policies/envpolicy"
 )
 
-// PolicyPayload is the payload part of create policy.
+// PolicyPayload is the payload part of create policy. Keys beyond these are ignored.
 type PolicyPayload struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Comment     string `json:"comment,omitempty" doc:"what this version changes"`
-	Type        string `json:"type,omitempty" doc:"env (the default) or rego; a policy_file whose name ends in .rego is raw Rego too"`
+	_           struct{} `additionalProperties:"true"`
+	Name        string   `json:"name" required:"false" doc:"required on PUT /policies/{org}; on PUT /policies/{org}/{policy} the path names the policy, and a payload name must be the same"`
+	Description string   `json:"description,omitempty"`
+	Comment     string   `json:"comment,omitempty" doc:"what this version changes"`
+	Type        string   `json:"type,omitempty" doc:"env (the default) or rego; a policy_file whose name ends in .rego is raw Rego too"`
 }
 
 // PolicyView is a policy as the API shows it.
@@ -168,6 +169,14 @@ func checkPolicyType(c checker, typ string) {
 	}
 }
 
+// policyParts are the parts of the operations that take a policy file: the payload part is
+// optional where the path names the policy.
+func policyParts(optionalPayload bool) formParts {
+	return formParts{json: "payload", optional: optionalPayload, files: []filePart{
+		{name: "policy_file", doc: "The policy: YAML, or Rego (type rego, or a file name ending in .rego)", required: true},
+	}}
+}
+
 // PolicyPath names one policy.
 type PolicyPath struct {
 	OrgPath
@@ -175,31 +184,22 @@ type PolicyPath struct {
 }
 
 func (a *API) registerPolicies() {
-	type putInput struct {
-		OrgPath
-		ContentType string `header:"Content-Type"`
-		RawBody     []byte `contentType:"multipart/form-data"`
-	}
 	o := op(http.MethodPut, "/policies/{org}", "createPolicy", PrivWrite,
 		"Create a policy (201) or add a version to it (200)", "Policies")
 	o.DefaultStatus = http.StatusCreated
-	a.multipartOp(&o, "payload", "PolicyPayload", "policy_file")
-	huma.Register(a.huma, o, func(ctx context.Context, in *putInput) (*stringOutput, error) {
-		return a.putPolicy(ctx, in.ContentType, in.RawBody, "")
+	registerForm(a, o, policyParts(false), func(ctx context.Context, in *orgForm, f *Form[PolicyPayload]) (*stringOutput, error) {
+		return a.putPolicy(ctx, f, "")
 	})
 
 	type putNamedInput struct {
 		PolicyPath
-		ContentType string `header:"Content-Type"`
-		RawBody     []byte `contentType:"multipart/form-data"`
+		FormBody
 	}
 	o = op(http.MethodPut, "/policies/{org}/{policy}", "putPolicy", PrivWrite,
 		"Create the named policy (201) or add a version to it (200); payload is optional here", "Policies")
 	o.DefaultStatus = http.StatusCreated
-	a.multipartOp(&o, "payload", "PolicyPayload", "policy_file")
-	o.RequestBody.Content["multipart/form-data"].Schema.Required = []string{"policy_file"}
-	huma.Register(a.huma, o, func(ctx context.Context, in *putNamedInput) (*stringOutput, error) {
-		return a.putPolicy(ctx, in.ContentType, in.RawBody, in.Policy)
+	registerForm(a, o, policyParts(true), func(ctx context.Context, in *putNamedInput, f *Form[PolicyPayload]) (*stringOutput, error) {
+		return a.putPolicy(ctx, f, in.Policy)
 	})
 
 	type getOutput struct{ Body PolicyView }
@@ -242,22 +242,9 @@ func (a *API) registerPolicies() {
 
 // putPolicy creates a policy or adds a version to it. name is the path's policy name ("" on PUT /policies/{org},
 // where the payload names it). A file identical to the latest version's adds no version (200).
-func (a *API) putPolicy(ctx context.Context, contentType string, body []byte, name string) (*stringOutput, error) {
+func (a *API) putPolicy(ctx context.Context, f *Form[PolicyPayload], name string) (*stringOutput, error) {
 	p := principalFrom(ctx)
-	f, err := parseForm(contentType, body, nil, a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
-	if err != nil {
-		return nil, err
-	}
-	var payload PolicyPayload
-	raw, ok := f.part("payload")
-	switch {
-	case ok:
-		if err := decodeJSONDoc("payload", raw, &payload); err != nil {
-			return nil, err
-		}
-	case name == "":
-		return nil, fieldError("payload", "Field required")
-	}
+	payload := f.Payload
 	c := checker{}
 	switch {
 	case name == "":
@@ -272,7 +259,7 @@ func (a *API) putPolicy(ctx context.Context, contentType string, body []byte, na
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	file, err := a.readPolicyFile(ctx, p, f, payload.Type)
+	file, err := a.readPolicyFile(ctx, p, f.parts, payload.Type)
 	if err != nil {
 		return nil, err
 	}

@@ -15,15 +15,24 @@ import (
 	"github.com/veritrail/veritrail/policies/template"
 )
 
-// TrailInput is the data_json of begin trail.
+// TrailInput is the data_json of begin trail. Keys beyond these are ignored.
 type TrailInput struct {
+	_             struct{}        `additionalProperties:"true"`
 	Name          string          `json:"name"`
 	Description   *string         `json:"description,omitempty"`
-	GitCommitInfo json.RawMessage `json:"git_commit_info,omitempty"`
-	RepoInfo      json.RawMessage `json:"repo_info,omitempty"`
+	GitCommitInfo json.RawMessage `json:"git_commit_info,omitempty" doc:"object: {sha1, message?, author?, branch?, timestamp? (a number), url?}"`
+	RepoInfo      json.RawMessage `json:"repo_info,omitempty" doc:"object: {url, name, id, description?, provider?, namespace_path?, additional_info?}"`
 	OriginURL     *string         `json:"origin_url,omitempty"`
-	ExternalURLs  json.RawMessage `json:"external_urls,omitempty"`
-	UserData      json.RawMessage `json:"user_data,omitempty"`
+	ExternalURLs  json.RawMessage `json:"external_urls,omitempty" doc:"object: {label: {href, fingerprint?}}"`
+	UserData      json.RawMessage `json:"user_data,omitempty" doc:"any JSON the caller keeps with the trail"`
+}
+
+// check checks the trail's name and the objects it carries.
+func (t *TrailInput) check(c checker, _ *form) {
+	c.name("name", t.Name, trailNameRE, trailNamePattern)
+	checkCommitInfo(c, "git_commit_info", t.GitCommitInfo)
+	checkObject(c, "repo_info", t.RepoInfo)
+	checkObject(c, "external_urls", t.ExternalURLs)
 }
 
 type TrailPath struct {
@@ -39,28 +48,15 @@ func (a *API) trailURL(org, flow, trail string) string {
 func (a *API) registerTrails() {
 	type beginInput struct {
 		FlowPath
-		ContentType string `header:"Content-Type"`
-		RawBody     []byte `contentType:"multipart/form-data"`
+		FormBody
 	}
 	o := op(http.MethodPut, "/trails/{org}/{flow}", "beginTrail", PrivWrite,
 		"Begin (201) or update (200) a trail", "Trails")
 	o.DefaultStatus = http.StatusCreated
-	a.multipartOp(&o, "data_json", "TrailInput", "template_file")
-	huma.Register(a.huma, o, func(ctx context.Context, in *beginInput) (*stringOutput, error) {
+	parts := formParts{json: "data_json", files: []filePart{{name: "template_file", doc: "The trail's template (YAML)", large: true}}}
+	registerForm(a, o, parts, func(ctx context.Context, in *beginInput, f *Form[TrailInput]) (*stringOutput, error) {
 		p := principalFrom(ctx)
-		var body TrailInput
-		f, err := readForm(in.ContentType, in.RawBody, "data_json", &body, "template_file", a.cfg.MaxFileBytes, a.cfg.MaxPartBytes)
-		if err != nil {
-			return nil, err
-		}
-		c := checker{}
-		c.name("name", body.Name, trailNameRE, trailNamePattern)
-		checkCommitInfo(c, "git_commit_info", body.GitCommitInfo)
-		checkObject(c, "repo_info", body.RepoInfo)
-		checkObject(c, "external_urls", body.ExternalURLs)
-		if err := c.err(); err != nil {
-			return nil, err
-		}
+		body := f.Payload
 		flow, err := a.flowByName(ctx, p, in.Flow)
 		if err != nil {
 			return nil, err
