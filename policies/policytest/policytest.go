@@ -6,6 +6,7 @@ package policytest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,20 +119,35 @@ func LoadPolicy(file string, controls func(string) bool) (*envpolicy.Policy, err
 	return envpolicy.Parse(content, envpolicy.ParseOptions{ControlExists: controls})
 }
 
-// WriteProblems writes the problems of err as FILE:LINE:COL: field: message and reports whether
-// err had any (whether it is a validation error).
+// WriteProblems writes the problems of err (a policy's or a template's) as FILE:LINE:COL: field: message, sorted
+// by line and column, and reports whether err had any (whether it is a validation error).
 func WriteProblems(w io.Writer, file string, err error) bool {
-	var ve *envpolicy.ValidationError
-	if !errors.As(err, &ve) {
+	ps := Problems(err)
+	if ps == nil {
 		return false
 	}
-	for _, p := range ve.Problems {
-		fmt.Fprintln(w, problemLine(file, p))
+	for _, p := range SortProblems(ps) {
+		fmt.Fprintln(w, ProblemLine(file, p))
 	}
 	return true
 }
 
-func problemLine(file string, p yamlschema.Problem) string {
+// SortProblems returns a copy of ps ordered by line, then column; problems of the whole file (no line) come first,
+// and problems at one position keep the order they were found in.
+func SortProblems(ps []yamlschema.Problem) []yamlschema.Problem {
+	out := slices.Clone(ps)
+	slices.SortStableFunc(out, func(a, b yamlschema.Problem) int {
+		if c := cmp.Compare(a.Line, b.Line); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Column, b.Column)
+	})
+	return out
+}
+
+// ProblemLine is one problem as FILE:LINE:COL: field: message (the field left out for the whole file, the line
+// and column where unknown).
+func ProblemLine(file string, p yamlschema.Problem) string {
 	pos := file
 	if p.Line > 0 {
 		pos += fmt.Sprintf(":%d", p.Line)
@@ -139,7 +155,7 @@ func problemLine(file string, p yamlschema.Problem) string {
 			pos += fmt.Sprintf(":%d", p.Column)
 		}
 	}
-	if p.Field == envpolicy.FieldPolicyFile {
+	if FieldWhole(p.Field) {
 		return pos + ": " + p.Message
 	}
 	return pos + ": " + p.Field + ": " + p.Message
