@@ -70,9 +70,10 @@ name one of these controls. Fails when a file has a problem.`,
 	var verbose bool
 	test := &cobra.Command{
 		Use:   "test FILE...",
-		Short: "run fixture files and the Rego unit tests of the .rego files given",
+		Short: "run fixture files of policies and flow templates, and the Rego unit tests of the .rego files given",
 		Long: `Run fixture files (.yml, .yaml or .json: a policy, an environment, and artifacts with the decisions they
-must get) and the Rego unit tests (test_ rules) of the .rego files given, which are compiled together.
+must get; or a flow template and trails of evidence with the compliance they must get) and the Rego unit tests
+(test_ rules) of the .rego files given, which are compiled together.
 
 ` + policytest.FixtureFormat,
 		Args: filesArgs(1, -1),
