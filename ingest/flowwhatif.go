@@ -98,16 +98,20 @@ func (a *API) flowWhatIf(ctx context.Context, p *Principal, flowName string, lim
 	res.TrailCount, res.JudgedCount = total, len(trails)
 	// One engine per call: the draft is prepared once, and trails with the same evidence share a result.
 	engine := template.NewEngine(template.EngineOptions{CacheSize: 1, ResultCacheSize: 256})
+	ids := make([]string, len(trails))
+	for i, t := range trails {
+		ids[i] = t.ID
+	}
+	arts, err := a.store.TrailArtifactsByIDs(ctx, ids)
+	if err != nil {
+		return res, a.internal(ctx, "read trail artifacts", err)
+	}
 	for _, t := range trails {
 		facts, err := a.store.TrailAttestationFacts(ctx, t.ID)
 		if err != nil {
 			return res, a.internal(ctx, "read trail attestations", err)
 		}
-		arts, err := a.store.TrailArtifacts(ctx, t.ID)
-		if err != nil {
-			return res, a.internal(ctx, "read trail artifacts", err)
-		}
-		c, err := engine.Evaluate(ctx, draft, whatIfTrailInput(facts, arts))
+		c, err := engine.Evaluate(ctx, draft, whatIfTrailInput(facts, arts[t.ID]))
 		if err != nil {
 			return res, a.internal(ctx, "evaluate the draft template", err)
 		}
