@@ -118,6 +118,8 @@ func TestPolicyWhatIfTemplate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Flow named 'nope' does not exist for organization 'acme'") {
 		t.Errorf("unknown flow: %v", err)
 	}
+	t.Setenv("VERITRAIL_FLOW", "") // --flow's defaults, empty: not given
+	t.Setenv("KOSLI_FLOW", "")
 	_, _, err = runPolicyCmd(t, "what-if", "--host", host, "--api-token", token, "--org", org, filepath.Join(dir, "lax.yml"))
 	if err == nil || !strings.Contains(err.Error(), "--flow is required") {
 		t.Errorf("without --flow: %v", err)
