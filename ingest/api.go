@@ -218,6 +218,7 @@ func New(cfg Config, d Deps) *API {
 	a.huma.UseMiddleware(a.authorize)
 
 	a.registerFlows()
+	a.registerFlowWhatIf()
 	a.registerTrails()
 	a.registerArtifacts()
 	a.registerAttestations()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,8 +60,11 @@ artifacts:
 	in := func(name string) string { return filepath.Join(dir, name) }
 
 	out, _, err := runPolicyCmd(t, "lint", in("good.yml"), in("good.rego"), in("p_test.rego"))
-	if err != nil || out != "" {
+	if err != nil || out != "ok "+in("good.yml")+"\nok "+in("good.rego")+"\n" {
 		t.Errorf("valid policies: %v, output %q", err, out)
+	}
+	if out, _, err := runPolicyCmd(t, "lint", "-q", in("good.yml"), in("good.rego")); err != nil || out != "" {
+		t.Errorf("valid policies, -q: %v, output %q", err, out)
 	}
 
 	out, _, err = runPolicyCmd(t, "lint", in("good.yml"), in("bad.yml"), in("syntax.yaml"), in("bad.rego"))
@@ -146,5 +150,97 @@ func TestPolicyTestCommand(t *testing.T) {
 	}
 	if _, _, err := runPolicyCmd(t, "test"); err == nil || !strings.Contains(err.Error(), "usage: veritrail policy test FILE...") {
 		t.Errorf("policy test without files: %v", err)
+	}
+}
+
+const testTemplate = `version: 1
+trail:
+  attestations:
+    - {name: pr, type: pull_request}
+  artifacts:
+    - name: backend
+      attestations:
+        - {name: unit-test, type: junit}
+`
+
+// badTemplate has problems found out of line order: the schema's (lines 5 and 8) before the duplicate name (line 4).
+const badTemplate = `version: 1
+trail:
+  attestations:
+    - {name: pr, type: pull_request}
+    - {name: pr, type: snyc}
+  artifacts:
+    - name: backend
+      colour: blue
+`
+
+// TestPolicyLintOutput: problems sorted by line and column, -q, --format json, and flow templates by shape or --kind.
+func TestPolicyLintOutput(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"flow.yml": testTemplate, "bad-flow.yml": badTemplate, "p.yml": testPolicy,
+		"empty.yml": "# a template with nothing in it yet\n"})
+	in := func(name string) string { return filepath.Join(dir, name) }
+
+	out, _, err := runPolicyCmd(t, "lint", in("flow.yml"), in("bad-flow.yml"))
+	if err == nil || err.Error() != "3 problem(s) in 1 of 2 file(s)" {
+		t.Errorf("err = %v", err)
+	}
+	want := "ok " + in("flow.yml") + "\n" +
+		in("bad-flow.yml") + `:5:14: trail.attestations[1].name: duplicate attestation name "pr": already used by trail.attestations[0]` + "\n" +
+		in("bad-flow.yml") + `:5:24: trail.attestations[1].type: "snyc" is not a supported attestation type; use one of generic, junit, snyk, pull_request, jira, sonar, decision, * or custom:<type-name>` + "\n" +
+		in("bad-flow.yml") + `:8:7: trail.artifacts[0].colour: is not a known field; an artifact has name and attestations` + "\n"
+	if out != want {
+		t.Errorf("lint of templates:\n%s\nwant\n%s", out, want)
+	}
+
+	out, _, err = runPolicyCmd(t, "lint", "-q", "--format", "json", in("flow.yml"), in("bad-flow.yml"))
+	if err == nil {
+		t.Error("json lint of a bad template passed")
+	}
+	var got []lintProblem
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--format json: %v\n%s", err, out)
+	}
+	if len(got) != 3 || got[0] != (lintProblem{File: in("bad-flow.yml"), Line: 5, Column: 14, Severity: "error",
+		Message: `duplicate attestation name "pr": already used by trail.attestations[0]`, Rule: "trail.attestations[1].name"}) ||
+		got[2].Line != 8 || got[2].Rule != "trail.artifacts[0].colour" {
+		t.Errorf("--format json: %+v", got)
+	}
+	if out, _, err := runPolicyCmd(t, "lint", "--format", "json", in("flow.yml")); err != nil || strings.TrimSpace(out) != "[]" {
+		t.Errorf("json lint of a good template: %v %q", err, out)
+	}
+	if _, _, err := runPolicyCmd(t, "lint", "--format", "xml", in("flow.yml")); err == nil || !strings.Contains(err.Error(), "--format") {
+		t.Errorf("--format xml: %v", err)
+	}
+
+	// An empty file is a policy by its shape, and a valid template when said to be one.
+	if _, _, err := runPolicyCmd(t, "lint", in("empty.yml")); err == nil {
+		t.Error("an empty file linted clean as a policy")
+	}
+	if out, _, err := runPolicyCmd(t, "lint", "--kind", "template", in("empty.yml")); err != nil || out != "ok "+in("empty.yml")+"\n" {
+		t.Errorf("--kind template: %v %q", err, out)
+	}
+	if out, _, err := runPolicyCmd(t, "lint", "--kind", "policy", in("flow.yml")); err == nil || !strings.Contains(out, in("flow.yml")+":1:1: version: is not a known field") {
+		t.Errorf("--kind policy of a template: %v %q", err, out)
+	}
+	if _, _, err := runPolicyCmd(t, "lint", "--kind", "flow", in("flow.yml")); err == nil || !strings.Contains(err.Error(), "--kind") {
+		t.Errorf("--kind flow: %v", err)
+	}
+}
+
+func TestPolicyCompileTemplate(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"flow.yml": testTemplate, "bad-flow.yml": badTemplate})
+	out, _, err := runPolicyCmd(t, "compile", filepath.Join(dir, "flow.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"package veritrail.flowtemplate", `{"name": "pr", "type": "pull_request"}`, `"name": "backend"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("compiled template lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = runPolicyCmd(t, "compile", filepath.Join(dir, "bad-flow.yml"))
+	if err == nil || err.Error() != filepath.Join(dir, "bad-flow.yml")+" is not a valid flow template" ||
+		!strings.HasPrefix(out, filepath.Join(dir, "bad-flow.yml")+":5:14: ") {
+		t.Errorf("invalid template: %v %q", err, out)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/veritrail/veritrail/policies/policytest"
 )
 
 // whatIfOptions are the flags of "policy what-if": where the server is and which environment to judge. Each
@@ -26,19 +28,40 @@ import (
 type whatIfOptions struct {
 	host, token, org, environment, name string
 	json                                bool
+	flow, kind                          string // for a flow template: the flow whose trails are judged
+	trails                              int    // for a flow template: how many of the latest trails (0: the server's default)
 }
 
 func whatIfCommand() *cobra.Command {
 	var o whatIfOptions
 	cmd := &cobra.Command{
-		Use:   "what-if --environment ENV FILE",
-		Short: "ask the server how a draft policy would judge the latest snapshot of an environment",
+		Use:   "what-if (--environment ENV | --flow FLOW) FILE",
+		Short: "ask the server how a draft policy or flow template would judge what is running or reported",
 		Long: `Ask the server how the draft policy FILE would judge the latest snapshot of ENV, without attaching or
-storing it: every artifact that would fail, and why. Fails when one would. --host, --api-token and --org
-default to VERITRAIL_HOST, VERITRAIL_API_TOKEN and VERITRAIL_ORG, then to KOSLI_HOST, KOSLI_API_TOKEN and
-KOSLI_ORG; --host to http://127.0.0.1:8080.`,
+storing it: every artifact that would fail, and why. Fails when one would.
+
+For a flow template (recognised by its shape, or --kind template), judge the latest trails of FLOW (--trails,
+default 100) as if the draft were their template, without storing it: which trails would change state, and
+what keeps each from being compliant. Fails when a trail compliant today would not be.
+
+--host, --api-token and --org default to VERITRAIL_HOST, VERITRAIL_API_TOKEN and VERITRAIL_ORG, then to
+KOSLI_HOST, KOSLI_API_TOKEN and KOSLI_ORG; --host to http://127.0.0.1:8080.`,
 		Args: filesArgs(1, 1),
 		RunE: func(cmd *cobra.Command, files []string) error {
+			kind, err := policytest.ParseKind(o.kind)
+			if err != nil {
+				return fmt.Errorf("--kind: %w", err)
+			}
+			if kind == "" {
+				content, err := os.ReadFile(files[0])
+				if err != nil {
+					return err
+				}
+				kind = policytest.KindOf(files[0], content)
+			}
+			if kind == policytest.KindTemplate {
+				return runTemplateWhatIf(cmd.Context(), o, files[0], cmd.OutOrStdout())
+			}
 			return runWhatIf(cmd.Context(), o, files[0], cmd.OutOrStdout())
 		},
 	}
@@ -50,6 +73,10 @@ KOSLI_ORG; --host to http://127.0.0.1:8080.`,
 		"environment whose latest snapshot is judged (env VERITRAIL_ENVIRONMENT or KOSLI_ENVIRONMENT)")
 	f.StringVar(&o.name, "name", "", "what to call the draft in the answer (default: the file's name)")
 	f.BoolVar(&o.json, "json", false, "print the server's answer as JSON")
+	f.StringVar(&o.flow, "flow", firstEnv("", "VERITRAIL_FLOW", "KOSLI_FLOW"),
+		"flow whose latest trails a draft template judges (env VERITRAIL_FLOW or KOSLI_FLOW)")
+	f.IntVar(&o.trails, "trails", 0, "how many of the flow's latest trails a draft template judges (default 100, at most 1000)")
+	kindFlag(cmd, &o.kind)
 	return cmd
 }
 

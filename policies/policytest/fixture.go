@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -78,11 +77,7 @@ type fixtureRule struct {
 	Resolutions []string `yaml:"resolutions"`
 }
 
-func readFixture(file string) (*fixture, error) {
-	content, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
+func readFixture(file string, content []byte) (*fixture, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(content)) // JSON is YAML
 	dec.KnownFields(true)
 	var fx fixture
@@ -110,8 +105,8 @@ func readFixture(file string) (*fixture, error) {
 	return &fx, nil
 }
 
-func runFixture(ctx context.Context, e *envpolicy.Engine, file string, filter *regexp.Regexp, t *tally) error {
-	fx, err := readFixture(file)
+func runFixture(ctx context.Context, e *envpolicy.Engine, file string, content []byte, filter *regexp.Regexp, t *tally) error {
+	fx, err := readFixture(file, content)
 	if err != nil {
 		return err
 	}

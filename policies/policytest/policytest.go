@@ -1,11 +1,14 @@
-// Package policytest runs the tests policy authors write for environment policies: fixture
-// files (a policy, an environment, and artifacts with the decisions they must get) and the Rego
-// unit tests (test_ rules) of raw Rego policies. `veritrail policy test` is its command line;
+// Package policytest runs the tests authors write for environment policies and flow templates:
+// fixture files (a policy, an environment, and artifacts with the decisions they must get; or a
+// flow template and trails of evidence with the compliance they must get) and the Rego unit tests
+// (test_ rules) of raw Rego policies. It also reads authors' files for the lint and compile
+// commands: which kind a file is, and its problems sorted by position. `veritrail policy test` is its command line;
 // the output reads like go test's.
 package policytest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,11 +21,12 @@ import (
 
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/rego"
+	"github.com/veritrail/veritrail/policies/template"
 	"github.com/veritrail/veritrail/policies/yamlschema"
 )
 
 // FixtureFormat documents a fixture file, for the command's help.
-const FixtureFormat = `A fixture file:
+const FixtureFormat = `A fixture file: either of an environment policy,
 
   policy: prod-policy.yml            # relative to the fixture file; YAML or .rego
   environment: {name: prod, type: K8S, tags: {pci: "true"}}
@@ -47,6 +51,29 @@ const FixtureFormat = `A fixture file:
         compliant: true              # the verdict in the environment (allowlisting included)
         rules:                       # optional, by rule id: provenance, trail-compliance, attestations[N]
           attestations[1]: {satisfied: false, resolutions: [non_compliant_attestation]}
+
+or of a flow template:
+
+  template: flow-template.yml        # relative to the fixture file
+  cases:
+    - name: a failed unit test fails the backend
+      trail:                         # what was reported to the trail, in report order
+        artifacts:                   # name: the template name it was reported with
+          - {name: backend, fingerprint: 3f2a...}    # fingerprint optional: derived from the name
+        attestations:
+          # compliant defaults to true; artifact (a template name) or fingerprint says which artifact the
+          # attestation is about, none: the trail; created_at defaults to the position in the list (later is newer)
+          - {name: pr, type: pull_request}
+          - {name: unit-test, type: junit, artifact: backend, compliant: false}
+      expect:
+        compliance: NON-COMPLIANT    # the trail's state: COMPLIANT, NON-COMPLIANT or INCOMPLETE
+        attestations:                # trail-level, by name: COMPLETE or MISSING, or {status, compliant, unexpected}
+          pr: COMPLETE
+        artifacts:                   # by template name (unexpected artifacts by fingerprint)
+          backend:
+            status: NON-COMPLIANT    # COMPLIANT, NON-COMPLIANT, INCOMPLETE, or MISSING when not reported
+            attestations:
+              unit-test: {status: COMPLETE, compliant: false}
 `
 
 // Options select and report the tests.
@@ -68,6 +95,7 @@ func Run(ctx context.Context, files []string, opts Options, w io.Writer) error {
 	}
 	t := &tally{w: w, verbose: opts.Verbose}
 	e := envpolicy.NewEngine(envpolicy.Options{})
+	var te *template.Engine // made for the first template fixture
 	regoFiles := map[string]string{}
 	for _, f := range files {
 		if IsRego(f) {
@@ -78,7 +106,19 @@ func Run(ctx context.Context, files []string, opts Options, w io.Writer) error {
 			regoFiles[f] = string(content)
 			continue
 		}
-		if err := runFixture(ctx, e, f, filter, t); err != nil {
+		content, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if isTemplateFixture(content) {
+			if te == nil {
+				te = template.NewEngine(template.EngineOptions{ResultCacheSize: -1})
+			}
+			err = runTemplateFixture(ctx, te, f, content, filter, t)
+		} else {
+			err = runFixture(ctx, e, f, content, filter, t)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -118,20 +158,35 @@ func LoadPolicy(file string, controls func(string) bool) (*envpolicy.Policy, err
 	return envpolicy.Parse(content, envpolicy.ParseOptions{ControlExists: controls})
 }
 
-// WriteProblems writes the problems of err as FILE:LINE:COL: field: message and reports whether
-// err had any (whether it is a validation error).
+// WriteProblems writes the problems of err (a policy's or a template's) as FILE:LINE:COL: field: message, sorted
+// by line and column, and reports whether err had any (whether it is a validation error).
 func WriteProblems(w io.Writer, file string, err error) bool {
-	var ve *envpolicy.ValidationError
-	if !errors.As(err, &ve) {
+	ps := Problems(err)
+	if ps == nil {
 		return false
 	}
-	for _, p := range ve.Problems {
-		fmt.Fprintln(w, problemLine(file, p))
+	for _, p := range SortProblems(ps) {
+		fmt.Fprintln(w, ProblemLine(file, p))
 	}
 	return true
 }
 
-func problemLine(file string, p yamlschema.Problem) string {
+// SortProblems returns a copy of ps ordered by line, then column; problems of the whole file (no line) come first,
+// and problems at one position keep the order they were found in.
+func SortProblems(ps []yamlschema.Problem) []yamlschema.Problem {
+	out := slices.Clone(ps)
+	slices.SortStableFunc(out, func(a, b yamlschema.Problem) int {
+		if c := cmp.Compare(a.Line, b.Line); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Column, b.Column)
+	})
+	return out
+}
+
+// ProblemLine is one problem as FILE:LINE:COL: field: message (the field left out for the whole file, the line
+// and column where unknown).
+func ProblemLine(file string, p yamlschema.Problem) string {
 	pos := file
 	if p.Line > 0 {
 		pos += fmt.Sprintf(":%d", p.Line)
@@ -139,7 +194,7 @@ func problemLine(file string, p yamlschema.Problem) string {
 			pos += fmt.Sprintf(":%d", p.Column)
 		}
 	}
-	if p.Field == envpolicy.FieldPolicyFile {
+	if FieldWhole(p.Field) {
 		return pos + ": " + p.Message
 	}
 	return pos + ": " + p.Field + ": " + p.Message

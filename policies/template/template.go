@@ -59,9 +59,16 @@ func Parse(content []byte) (*Template, error) {
 	if err != nil {
 		var se *yamlschema.SyntaxError
 		if errors.As(err, &se) && !se.Documents {
-			return nil, fieldError(fieldTemplateFile, "is not valid YAML: "+se.Error())
+			// The message keeps the position (the API shows Fields alone); Problems holds it apart too.
+			e := fieldErrorAt(fieldTemplateFile, "is not valid YAML: "+se.Error(), se.Line, se.Column)
+			e.Problems[0].Message = "is not valid YAML: " + se.Message
+			return nil, e
 		}
-		return nil, fieldError(fieldTemplateFile, err.Error())
+		line := 0
+		if se != nil {
+			line = se.Line
+		}
+		return nil, fieldErrorAt(fieldTemplateFile, err.Error(), line, 0)
 	}
 	if doc.Value == nil { // empty content, comments only, or a null document
 		doc.Value = map[string]any{}

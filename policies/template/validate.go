@@ -15,13 +15,18 @@ import (
 
 // fieldTemplateFile is the field that YAML syntax errors and whole-document problems are reported on: the name of
 // the multipart part a template arrives in.
-const fieldTemplateFile = "template_file"
+const fieldTemplateFile = FieldTemplateFile
+
+// FieldTemplateFile is the field of a problem of the whole template (see ValidationError).
+const FieldTemplateFile = "template_file"
 
 // ValidationError lists every problem of a template with its location. Fields maps a path such as
 // "trail.attestations[0].type" (or "template_file" for YAML syntax errors and problems of the whole document) to a
-// human sentence, which ends with the line and column in the YAML where they are known.
+// human sentence, which ends with the line and column in the YAML where they are known. Problems holds the same
+// problems one by one with their positions apart, for tools that show them as FILE:LINE:COL (veritrail policy lint).
 type ValidationError struct {
-	Fields map[string]string
+	Fields   map[string]string
+	Problems []yamlschema.Problem
 }
 
 // Error names every field and the count of errors:
@@ -35,7 +40,14 @@ func (e *ValidationError) Error() string {
 }
 
 func fieldError(field, msg string) *ValidationError {
-	return &ValidationError{Fields: map[string]string{field: msg}}
+	return fieldErrorAt(field, msg, 0, 0)
+}
+
+// fieldErrorAt is fieldError for a problem at a known line and column (0: unknown). Fields says the position in
+// the message; Problems holds it apart.
+func fieldErrorAt(field, msg string, line, col int) *ValidationError {
+	ps := []yamlschema.Problem{{Field: field, Message: msg, Line: line, Column: col}}
+	return &ValidationError{Fields: map[string]string{field: msg}, Problems: ps}
 }
 
 //go:embed flow-template.schema.json
@@ -68,7 +80,7 @@ func (v *validator) err() error {
 	if len(v.Problems()) == 0 {
 		return nil
 	}
-	return &ValidationError{Fields: yamlschema.Fields(v.Problems())}
+	return &ValidationError{Fields: yamlschema.Fields(v.Problems()), Problems: v.Problems()}
 }
 
 // checkSchema validates the document against the flow-template schema and records each error at its field.

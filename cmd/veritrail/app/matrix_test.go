@@ -136,6 +136,11 @@ func samples() map[string]sample {
 				form: &formCall{field: "payload", payload: map[string]any{"name": "draft"},
 					files: []file{{"policy_file", "draft.yml", []byte(matrixPolicy(m.next()))}}}}
 		}},
+		"whatIfFlowTemplate": {"read", func(_ *matrix, org string, _ bool) call {
+			return call{path: "/flows/" + org + "/app/what-if", status: http.StatusOK,
+				form: &formCall{field: "payload", payload: map[string]any{"name": "draft"},
+					files: []file{{"template_file", "draft.yml", []byte(simpleTemplate)}}}}
+		}},
 		"listNotificationDeadLetters": {"admin", read("/organizations/ORG/environments_notifications/1/dead_letters")},
 		"listRejectedMessages":        {"admin", read("/rejected-messages/ORG")},
 		"getRejectedMessage":          {"admin", read("/rejected-messages/ORG/dead-of-ORG")},

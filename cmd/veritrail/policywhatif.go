@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// flowWhatIfAnswer is the part of the server's answer to a template's what-if that the summary prints.
+type flowWhatIfAnswer struct {
+	Flow        string `json:"flow"`
+	Template    string `json:"template"`
+	TrailCount  int    `json:"trail_count"`
+	JudgedCount int    `json:"judged_count"`
+	Changed     int    `json:"changed_count"`
+	Worse       int    `json:"worse_count"`
+	Trails      []struct {
+		Name         string   `json:"name"`
+		CurrentState string   `json:"current_state"`
+		DraftState   string   `json:"draft_state"`
+		Changed      bool     `json:"changed"`
+		Reasons      []string `json:"reasons"`
+	} `json:"trails"`
+}
+
+// runTemplateWhatIf sends a draft flow template to the server's what-if endpoint of the flow and prints which of
+// its latest trails would change state, and why a trail would not be compliant. It fails when a trail compliant
+// today would not be.
+func runTemplateWhatIf(ctx context.Context, o whatIfOptions, file string, stdout io.Writer) error {
+	switch {
+	case o.token == "":
+		return errors.New("what-if: --api-token (or VERITRAIL_API_TOKEN / KOSLI_API_TOKEN) is required")
+	case o.org == "":
+		return errors.New("what-if: --org (or VERITRAIL_ORG / KOSLI_ORG) is required")
+	case o.flow == "":
+		return errors.New("what-if: --flow is required for a flow template")
+	}
+	content, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	body, contentType, err := templateWhatIfBody(o.name, filepath.Base(file), content)
+	if err != nil {
+		return err
+	}
+	u := strings.TrimRight(o.host, "/") + "/api/v2/flows/" + url.PathEscape(o.org) + "/" + url.PathEscape(o.flow) + "/what-if"
+	if o.trails > 0 {
+		u += "?limit=" + strconv.Itoa(o.trails)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("what-if: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+o.token)
+	req.Header.Set("Content-Type", contentType)
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return fmt.Errorf("what-if: %w", err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("what-if: read the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return serverError(resp.StatusCode, answer)
+	}
+	var w flowWhatIfAnswer
+	if err := json.Unmarshal(answer, &w); err != nil {
+		return fmt.Errorf("what-if: the server's answer is not what-if JSON: %w", err)
+	}
+	if o.json {
+		if _, err := stdout.Write(append(answer, '\n')); err != nil {
+			return err
+		}
+	} else {
+		printTemplateWhatIf(stdout, w)
+	}
+	if w.Worse > 0 {
+		return fmt.Errorf("%d trail(s) compliant today would not be under template '%s'", w.Worse, w.Template)
+	}
+	return nil
+}
+
+// templateWhatIfBody is the multipart body of a template's what-if: the payload and the template file.
+func templateWhatIfBody(name, filename string, content []byte) ([]byte, string, error) {
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	payload, err := json.Marshal(map[string]string{"name": name})
+	if err != nil {
+		return nil, "", err
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="payload"`)
+	part, err := w.CreatePart(h)
+	if err == nil {
+		_, err = part.Write(payload)
+	}
+	if err == nil {
+		part, err = w.CreateFormFile("template_file", filename)
+	}
+	if err == nil {
+		_, err = part.Write(content)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	return buf.Bytes(), w.FormDataContentType(), err
+}
+
+func printTemplateWhatIf(w io.Writer, a flowWhatIfAnswer) {
+	if a.TrailCount == 0 {
+		fmt.Fprintf(w, "Flow '%s' has no trail yet: nothing to judge.\n", a.Flow)
+		return
+	}
+	fmt.Fprintf(w, "Template '%s' against the latest %d of %d trail(s) of flow '%s': %d would change state.\n",
+		a.Template, a.JudgedCount, a.TrailCount, a.Flow, a.Changed)
+	for _, t := range a.Trails {
+		if t.Changed {
+			fmt.Fprintf(w, "CHANGE  %s  %s -> %s\n", t.Name, t.CurrentState, t.DraftState)
+		} else {
+			fmt.Fprintf(w, "SAME    %s  %s\n", t.Name, t.DraftState)
+		}
+		for _, r := range t.Reasons {
+			fmt.Fprintf(w, "      %s\n", r)
+		}
+	}
+}
