@@ -32,6 +32,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veritrail/veritrail/ingest/answers"
 	"github.com/veritrail/veritrail/ingest/auth"
@@ -39,6 +40,7 @@ import (
 	"github.com/veritrail/veritrail/ingest/consistency"
 	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/customtype"
 	"github.com/veritrail/veritrail/policies/envpolicy"
@@ -129,6 +131,9 @@ type Deps struct {
 	// Peers, when set, extends read after write to the writes of other ingest processes (the
 	// distributed mode); nil when this process is the only one publishing (embedded).
 	Peers *consistency.Peers
+	// Metrics is where the API's metrics are registered (requests per operation, read-your-writes
+	// waits, refusals); nil counts nothing.
+	Metrics prometheus.Registerer
 }
 
 // Resolver resolves host names; *net.Resolver is one.
@@ -165,6 +170,9 @@ type API struct {
 	ready      *readiness
 	classify   func(error) store.ErrorClass
 	resolver   Resolver
+	// httpMetrics and metrics are nil without Deps.Metrics.
+	httpMetrics *metrics.HTTP
+	metrics     *metrics.Ingest
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -214,6 +222,7 @@ func New(cfg Config, d Deps) *API {
 	// chi, not net/http's mux: the Kosli paths need static segments to win over parameters
 	// (/artifacts/{org}/{flow}/fingerprint/{fp} beside /artifacts/{org}/{flow}/{fp}/latest_commit).
 	a.huma = humachi.New(a.mux, hc)
+	a.huma.UseMiddleware(a.observe)   // first: it times and counts what the others answer too
 	a.huma.UseMiddleware(checkParams) // before authorize, which looks the organization up by name
 	a.huma.UseMiddleware(a.authorize)
 
@@ -234,6 +243,10 @@ func New(cfg Config, d Deps) *API {
 	a.registerNotifications()
 	a.registerPolicies()
 	a.registerAsserts()
+	if d.Metrics != nil {
+		a.httpMetrics = metrics.NewHTTP(d.Metrics, a.operationIDs())
+		a.metrics = metrics.NewIngest(d.Metrics)
+	}
 
 	a.mux.Get("/ready", a.serveReady)
 	a.mux.Get("/live", serveLive)
@@ -382,8 +395,12 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // (read after write, for every client of the organization), here and at the other ingest
 // processes, and reports whether any were in flight.
 func (a *API) awaitWrites(ctx context.Context, p *Principal) bool {
+	start := time.Now()
 	local := a.tracker.Wait(ctx, p.Org.ID)
-	remote := a.peers != nil && a.peers.Wait(ctx, p.Org.ID, time.Now().Add(a.cfg.ConsistencyWait))
+	remote := a.peers != nil && a.peers.Wait(ctx, p.Org.ID, start.Add(a.cfg.ConsistencyWait))
+	if local || remote {
+		a.metrics.Waited(time.Since(start))
+	}
 	return local || remote
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/plugins/builtin"
 )
@@ -24,6 +25,8 @@ type NotifiersConfig struct {
 	// AllowPrivate lets the webhook and chat built-ins reach loopback, private and link-local
 	// addresses. Off by default: rule targets are user input, and the SSRF guard refuses them.
 	AllowPrivate bool
+	// Metrics counts plugin restarts; nil counts nothing. Set by the composition root.
+	Metrics *metrics.Notify
 }
 
 // Notifiers builds the catalog: every built-in configured with its settings (an e-mail
@@ -65,7 +68,7 @@ func Notifiers(ctx context.Context, cfg NotifiersConfig) (*catalog.Catalog, erro
 			return nil, fmt.Errorf("catalog: built-in %s: %w", name, err)
 		}
 	}
-	return catalog.New(catalog.Config{Dir: f.PluginDir, Plugins: f.Plugins}, builtins)
+	return catalog.New(catalog.Config{Dir: f.PluginDir, Plugins: f.Plugins, Restarted: cfg.Metrics.PluginRestarted}, builtins)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -29,6 +29,7 @@ type Settings struct {
 	BaseURL         string        `koanf:"base-url" for:"serve ingest evaluate notify" help:"public base URL of html_url links (empty: http://ADDR)"`
 	ConsistencyWait time.Duration `koanf:"consistency-wait" for:"serve ingest evaluate notify" min:"0" help:"how long a read waits for the writes of its organization acknowledged before it to be applied"`
 	LogLevel        slog.Level    `koanf:"log-level" for:"serve ingest evaluate notify" help:"debug, info, warn or error"`
+	AdminAddr       string        `koanf:"admin-addr" for:"evaluate notify" help:"listen address of /metrics, /livez and /readyz of the evaluate and notify tiers (serve and ingest answer them on --addr); empty: none"`
 
 	DataDir  string `koanf:"data-dir" for:"serve admin" help:"directory of the embedded mode's state, bus and attachments"`
 	Postgres string `koanf:"postgres" for:"ingest evaluate notify admin" help:"PostgreSQL DSN of the distributed mode, e.g. postgres://user@host:5432/veritrail (admin: the store to manage instead of --data-dir's)"`
@@ -70,7 +71,7 @@ type Settings struct {
 func Defaults() Settings {
 	l := limits.Default()
 	return Settings{
-		Addr: "127.0.0.1:8080", ConsistencyWait: ingest.DefaultConsistencyWait, LogLevel: slog.LevelInfo,
+		Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:8081", ConsistencyWait: ingest.DefaultConsistencyWait, LogLevel: slog.LevelInfo,
 		DataDir:       "./veritrail-data",
 		KafkaClientID: kafkabus.DefaultClientID, KafkaPartitions: kafkabus.DefaultPartitions,
 		KafkaReplicationFactor: kafkabus.DefaultReplicationFactor,
@@ -97,7 +98,7 @@ func (s Settings) App(log *slog.Logger) app.Config {
 		baseURL = "http://" + s.Addr
 	}
 	return app.Config{
-		Addr: s.Addr, DataDir: s.DataDir, Postgres: s.Postgres,
+		Addr: s.Addr, AdminAddr: s.AdminAddr, DataDir: s.DataDir, Postgres: s.Postgres,
 		Kafka: kafkabus.Config{Brokers: s.KafkaBrokers, ConsumerGroup: s.KafkaConsumerGroup, ClientID: s.KafkaClientID,
 			Partitions: s.KafkaPartitions, ReplicationFactor: s.KafkaReplicationFactor},
 		Ingest: ingest.Config{BaseURL: baseURL, ConsistencyWait: s.ConsistencyWait, Limits: s.Limits()},

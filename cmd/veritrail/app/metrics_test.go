@@ -1,0 +1,133 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/veritrail/veritrail/internal/contract"
+)
+
+// scraped are the values of one scrape of every tier, by series: the metric name and its
+// labels as name{a="x",b="y"} (labels sorted, as the exposition writes them).
+type scraped map[string]float64
+
+// scrape reads /metrics of every tier of e, summed over the tiers.
+func scrape(t *testing.T, e env) scraped {
+	t.Helper()
+	all := scraped{}
+	for tierName, base := range e.tiers {
+		resp, err := http.Get(base + metricsPath)
+		if err != nil {
+			t.Fatalf("scrape %s: %v", tierName, err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("parse the scrape of %s: %v", tierName, err)
+		}
+		if families["go_goroutines"] == nil || families["process_cpu_seconds_total"] == nil {
+			t.Fatalf("%s: no Go runtime or process metrics", tierName)
+		}
+		for name, f := range families {
+			for _, m := range f.GetMetric() {
+				all[series(name, m)] += value(m)
+			}
+		}
+	}
+	return all
+}
+
+func series(name string, m *dto.Metric) string {
+	var labels []string
+	for _, l := range m.GetLabel() {
+		labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+	}
+	return name + "{" + strings.Join(labels, ",") + "}"
+}
+
+// value is a counter's or gauge's value, or a histogram's count of observations.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	}
+	return 0
+}
+
+// TestMetricsCountAnEndToEndRun: after a report that fires two rules (one receiver accepts,
+// one refuses for good), each mode's /metrics moved by exactly what happened: the report's
+// request, the evidence messages published and applied, the template evaluated, one delivery
+// and one dead letter with the SDK's reason.
+func TestMetricsCountAnEndToEndRun(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		notifyFixture(t, k)
+		hook, gone := newReceiver(t), newReceiver(t)
+		gone.status.Store(http.StatusNotFound)
+		createRule(t, k, map[string]any{"name": "ok", "environments": []string{"prod"}, "triggers": []string{"ON_STARTED_ARTIFACT"},
+			"targets": []map[string]any{{"type": "WEBHOOK", "webhook": hook.url}}})
+		createRule(t, k, map[string]any{"name": "refused", "environments": []string{"prod"}, "triggers": []string{"ON_STARTED_ARTIFACT"},
+			"targets": []map[string]any{{"type": "WEBHOOK", "webhook": gone.url}}})
+		published := `veritrail_bus_messages_published_total{topic="` + contract.TopicEvidence + `"}`
+		applied := `veritrail_evaluator_messages_applied_total{}`
+		// Everything before the report applied, so that the differences below are the report's.
+		eventually(t, "the fixture applied", func() bool {
+			s := scrape(t, e)
+			return s[published] > 0 && s[applied] == s[published]
+		})
+		before := scrape(t, e)
+
+		reportProd(t, k, k8sItem("web-1", map[string]string{"web": fpWeb}, 100))
+		next(t, hook.got, "the delivery")
+		eventually(t, "a dead letter", func() bool {
+			return len(k.get(notificationsPath+"/2/dead_letters").want(t, http.StatusOK).Array(t)) == 1
+		})
+		var after scraped
+		eventually(t, "the report applied", func() bool {
+			after = scrape(t, e)
+			return after[applied] == after[published] && after[published] > before[published]
+		})
+
+		delta := func(series string) float64 { return after[series] - before[series] }
+		want := map[string]float64{
+			`veritrail_http_requests_total{operation="reportSnapshot",status_class="2xx"}`:           1,
+			`veritrail_http_request_duration_seconds{operation="reportSnapshot",status_class="2xx"}`: 1,
+			published: 1,
+			applied:   1,
+			`veritrail_notify_deliveries_total{notifier="webhook",outcome="delivered",reason=""}`:               1,
+			`veritrail_notify_deliveries_total{notifier="webhook",outcome="failed",reason="client_error"}`:      1,
+			`veritrail_notify_deliveries_total{notifier="webhook",outcome="dead_letter",reason="client_error"}`: 1,
+			`veritrail_notify_dead_letters_total{notifier="webhook"}`:                                           1,
+		}
+		for s, n := range want {
+			if d := delta(s); d != n {
+				t.Errorf("%s moved by %v, want %v", s, d, n)
+			}
+		}
+		// The trigger the evaluator wrote went through the bus to notify.
+		if d := delta(`veritrail_bus_messages_published_total{topic="` + contract.TopicTriggers + `"}`); d < 1 {
+			t.Errorf("triggers published moved by %v, want at least 1", d)
+		}
+		if after[`veritrail_evaluator_policy_evaluations_total{kind="flow_template"}`] < 1 {
+			t.Errorf("no flow template evaluation counted")
+		}
+		if after[`veritrail_http_request_body_bytes_total{}`] <= before[`veritrail_http_request_body_bytes_total{}`] {
+			t.Errorf("request body bytes did not move")
+		}
+		for s := range after {
+			if strings.Contains(s, testOrg) || strings.Contains(s, fpWeb) {
+				t.Errorf("a series is labelled with an organization or fingerprint: %s", s)
+			}
+		}
+	})
+}
