@@ -40,6 +40,7 @@ import (
 	"github.com/veritrail/veritrail/ingest/consistency"
 	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/health"
 	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/customtype"
@@ -167,7 +168,7 @@ type API struct {
 	identities store.IdentityStore
 	clock      func() time.Time
 	limits     *limits.Limiter
-	ready      *readiness
+	ready      *health.Checker
 	classify   func(error) store.ErrorClass
 	resolver   Resolver
 	// httpMetrics and metrics are nil without Deps.Metrics.
@@ -191,7 +192,7 @@ func New(cfg Config, d Deps) *API {
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
 		identities: d.Identities, clock: d.Now, limits: limits.NewLimiter(cfg.Limits), auth: auth.NewAuthenticator(d.Store, d.Now),
-		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
+		notifications: d.Notifications, ready: health.NewChecker(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
 		resolver: d.Resolver}
 	a.tracker = consistency.NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	if d.Peers != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/veritrail/veritrail/evaluate"
@@ -29,6 +28,7 @@ import (
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/health"
 	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
@@ -212,7 +212,8 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	if err := runNotify(ctx, r, cfg, st, notifySub, notifyMetrics, log); err != nil {
 		return fail(err)
 	}
-	if err := serveHTTP(ctx, r, cfg, reg, api.Handler(), log); err != nil {
+	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, log)
+	if err := serveHTTP(ctx, r, cfg, op, api.Handler(), log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -310,7 +311,8 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 		peers.Run(ctx)
 		return nil
 	})
-	if err := serveHTTP(ctx, r, cfg, reg, api.Handler(), log); err != nil {
+	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, log)
+	if err := serveHTTP(ctx, r, cfg, op, api.Handler(), log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -376,7 +378,8 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 	if err := runEvaluator(ctx, r, ev, handle, sub, evMetrics, log); err != nil {
 		return fail(err)
 	}
-	if err := serveAdmin(ctx, r, cfg, reg, log); err != nil {
+	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: kpub}}, log)
+	if err := serveAdmin(ctx, r, cfg, op, log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -432,14 +435,14 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, handl
 // delivers that many ahead of their acks.
 const evaluateBatch = 64
 
-// serveHTTP serves the API on cfg.Addr, with /metrics from reg in front of it. The server's
+// serveHTTP serves the API on cfg.Addr, with the operator routes in front of it. The server's
 // ReadTimeout and WriteTimeout stay unset:
 // they are fixed per request, and ingest sets deadlines that follow each request's progress
 // instead (limits.Limits: a body must keep a minimum rate, a response write likewise, and a
 // long read-your-writes wait before the answer is not cut off). Headers must arrive within
 // 10 s, and a keep-alive connection is closed after --idle-timeout without a request.
-func serveHTTP(ctx context.Context, r *Running, cfg Config, reg *prometheus.Registry, h http.Handler, log *slog.Logger) error {
-	addr, err := listenAndServe(ctx, r, cfg.Addr, operatorRoutes(reg, h), cfg.Ingest.Limits.IdleTimeout, "api", log)
+func serveHTTP(ctx context.Context, r *Running, cfg Config, op operator, h http.Handler, log *slog.Logger) error {
+	addr, err := listenAndServe(ctx, r, cfg.Addr, op.routes(h), cfg.Ingest.Limits.IdleTimeout, "api", log)
 	if err != nil {
 		return err
 	}

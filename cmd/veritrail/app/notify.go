@@ -11,6 +11,7 @@ import (
 	"github.com/veritrail/veritrail/evaluate"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/health"
 	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
@@ -62,7 +63,9 @@ func StartNotify(ctx context.Context, cfg Config) (*Running, error) {
 	if err := runNotify(ctx, r, cfg, st, sub, notifyMetrics, log); err != nil {
 		return fail(err)
 	}
-	if err := serveAdmin(ctx, r, cfg, reg, log); err != nil {
+	busPing := health.PingFunc(kafkabus.Pinger(cfg.Kafka, contract.TopicTriggers))
+	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: busPing}}, log)
+	if err := serveAdmin(ctx, r, cfg, op, log); err != nil {
 		return fail(err)
 	}
 	return r, nil

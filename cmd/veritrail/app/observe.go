@@ -11,34 +11,62 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/veritrail/veritrail/internal/health"
 	"github.com/veritrail/veritrail/internal/metrics"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
 
 // Operator routes beside the API (serve, ingest) or alone on the admin port (evaluate,
 // notify).
 const metricsPath = "/metrics"
 
-// operatorRoutes answers /metrics from reg and passes every other request to next. It matches
-// the path exactly, in front of the API's router, so that the API's routing (and its 404s)
-// stays as it was.
-func operatorRoutes(reg *prometheus.Registry, next http.Handler) http.Handler {
-	scrape := metrics.Handler(reg)
+// operator is what the operator routes answer from: the process's metrics and the readiness of
+// its dependencies.
+type operator struct {
+	reg   *prometheus.Registry
+	ready *health.Checker
+}
+
+// newOperator serves reg and makes the checker of /readyz over checks: the store
+// answers, the bus is connected, and the store's migrations are applied (st.Migrated). Probes
+// reuse a result for the ingest tier's ReadyCache and wait its ReadyTimeout for a ping.
+func newOperator(cfg Config, reg *prometheus.Registry, st *sqlstore.Store, checks []health.Check, log *slog.Logger) operator {
+	ic := cfg.ingestConfig()
+	ic.Defaults()
+	checks = append(checks, health.Check{Name: "migrations", Pinger: health.PingFunc(st.Migrated)})
+	return operator{reg: reg, ready: health.NewChecker(checks, ic.ReadyCache, ic.ReadyTimeout, log)}
+}
+
+// routes answers /metrics, /livez and /readyz and passes every other request to next. It
+// matches the paths exactly, in front of the API's router, so that the API's routing (and its
+// 404s) stays as it was.
+func (o operator) routes(next http.Handler) http.Handler {
+	scrape := metrics.Handler(o.reg)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == metricsPath && r.Method == http.MethodGet {
-			scrape.ServeHTTP(w, r)
-			return
+		if r.Method == http.MethodGet {
+			switch r.URL.Path {
+			case metricsPath:
+				scrape.ServeHTTP(w, r)
+				return
+			case health.LivezPath:
+				health.ServeLivez(w, r)
+				return
+			case health.ReadyzPath:
+				o.ready.ServeReadyz(w, r)
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
 // serveAdmin serves the operator routes alone on cfg.AdminAddr (evaluate, notify), when set.
-func serveAdmin(ctx context.Context, r *Running, cfg Config, reg *prometheus.Registry, log *slog.Logger) error {
+func serveAdmin(ctx context.Context, r *Running, cfg Config, op operator, log *slog.Logger) error {
 	if cfg.AdminAddr == "" {
 		return nil
 	}
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "not found", http.StatusNotFound) })
-	addr, err := listenAndServe(ctx, r, cfg.AdminAddr, operatorRoutes(reg, notFound), 0, "admin", log)
+	addr, err := listenAndServe(ctx, r, cfg.AdminAddr, op.routes(notFound), 0, "admin", log)
 	if err != nil {
 		return err
 	}
