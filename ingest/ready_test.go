@@ -53,4 +53,3 @@ func TestReadyAnswers(t *testing.T) {
 		t.Fatalf("bus back: %d %q, want 200 OK", code, body)
 	}
 }
-

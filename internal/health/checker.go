@@ -155,4 +155,3 @@ collect:
 	r.failing, r.at, r.round = failing, time.Now(), nil
 	close(round)
 }
-
