@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -27,7 +26,11 @@ func tierCommand(name, short string, start startFunc) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cfg := s.App(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: s.LogLevel})))
+		log, err := s.Logger(cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		cfg := s.App(log)
 		if err := cfg.Ingest.Limits.Validate(); err != nil {
 			return err
 		}

@@ -76,6 +76,7 @@ func StartNotify(ctx context.Context, cfg Config) (*Running, error) {
 func startCatalog(ctx context.Context, r *Running, cfg Config, m *metrics.Notify) error {
 	ncfg := cfg.Notify.Notifiers
 	ncfg.Metrics = m
+	ncfg.Log = logger(cfg)
 	cat, err := tier.Notifiers(ctx, ncfg)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
