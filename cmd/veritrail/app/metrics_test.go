@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/contract"
 )
 
@@ -130,4 +132,47 @@ func TestMetricsCountAnEndToEndRun(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMetricsCountRefusalsAndWaits: a request over the API key's rate limit counts as a
+// refusal of that scope (and as a 4xx of its operation), and a read right after a write waits
+// for it and counts a read-your-writes wait while the evaluator is held.
+func TestMetricsCountRefusalsAndWaits(t *testing.T) {
+	clock := newTestClock()
+	release := make(chan struct{})
+	cfg := baseConfig()
+	cfg.Now = clock.Now
+	cfg.Ingest.Limits = limits.Limits{KeyRate: 1, KeyBurst: 3}
+	cfg.holdEvaluator = release
+	cfg.DataDir = t.TempDir()
+	r, err := StartEmbedded(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	e := env{tiers: map[string]string{"serve": "http://" + r.Addr}}
+	k := newKosli(t, "http://"+r.Addr+"/api/v2", testToken)
+	before := scrape(t, e)
+	// One write, then a read of it while the evaluator is held: the read waits until released.
+	k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app", "description": ""},
+		file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
+	read := make(chan reply, 1)
+	go func() { read <- k.get("/flows/" + testOrg + "/app") }()
+	eventually(t, "the read waiting", func() bool { return r.API.Tracker().Waiting() == 1 })
+	close(release)
+	(<-read).want(t, http.StatusOK)
+	// The burst of 3 is spent (a write and a read); the next request is refused.
+	k.get("/flows/"+testOrg+"/app").want(t, http.StatusOK)
+	k.get("/flows/"+testOrg+"/app").want(t, http.StatusTooManyRequests)
+	after := scrape(t, e)
+	for s, n := range map[string]float64{
+		`veritrail_ingest_refusals_total{scope="rate_key"}`:                     1,
+		`veritrail_ingest_read_your_writes_waits_total{}`:                       1,
+		`veritrail_ingest_read_your_writes_wait_duration_seconds{}`:             1,
+		`veritrail_http_requests_total{operation="getFlow",status_class="4xx"}`: 1,
+	} {
+		if d := after[s] - before[s]; d != n {
+			t.Errorf("%s moved by %v, want %v", s, d, n)
+		}
+	}
 }
