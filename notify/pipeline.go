@@ -141,6 +141,7 @@ func New(cfg Config, deps Deps) (*Pipeline, error) {
 			NewBackOff: newBackOff,
 			Now:        deps.Now,
 			Logger:     deps.Logger,
+			Metrics:    deps.Metrics,
 		},
 		SettleStage{Log: deps.Log, Logger: deps.Logger, Metrics: deps.Metrics},
 	}

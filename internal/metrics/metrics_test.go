@@ -57,6 +57,7 @@ func TestNilCountsNothing(t *testing.T) {
 	e.PolicyEvaluated(PolicyTemplate, time.Second)
 	n.Delivery("webhook", OutcomeDelivered, "")
 	n.PluginRestarted("x")
+	n.RetryWaiting(1)
 	if p.Publisher(nil) != nil {
 		t.Error("a nil Publishing wrapped the publisher")
 	}

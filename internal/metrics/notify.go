@@ -18,6 +18,7 @@ type Notify struct {
 	deliveries  *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
 	restarts    *prometheus.CounterVec
+	retrying    prometheus.Gauge
 }
 
 // NewNotify registers the notify tier's metrics on reg.
@@ -31,7 +32,9 @@ func NewNotify(reg prometheus.Registerer) *Notify {
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "notify",
 			Name: "plugin_restarts_total", Help: "Plugin processes started again after theirs exited, by notifier."}, []string{"notifier"}),
 	}
-	reg.MustRegister(n.deliveries, n.deadLetters, n.restarts)
+	n.retrying = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "notify",
+		Name: "retry_waiting_deliveries", Help: "Deliveries waiting for their next attempt (the retry queue's depth, this process)."})
+	reg.MustRegister(n.deliveries, n.deadLetters, n.restarts, n.retrying)
 	return n
 }
 
@@ -49,6 +52,15 @@ func (n *Notify) Delivery(notifier, outcome, reason string) {
 	if outcome == OutcomeDeadLetter {
 		n.deadLetters.WithLabelValues(notifier).Inc()
 	}
+}
+
+// RetryWaiting moves the count of deliveries waiting to retry by delta (+1 as a wait starts,
+// -1 as it ends).
+func (n *Notify) RetryWaiting(delta int) {
+	if n == nil {
+		return
+	}
+	n.retrying.Add(float64(delta))
 }
 
 // PluginRestarted records a plugin's process started again.
