@@ -126,6 +126,22 @@ func TestMetricsCountAnEndToEndRun(t *testing.T) {
 		if after[`veritrail_http_request_body_bytes_total{}`] <= before[`veritrail_http_request_body_bytes_total{}`] {
 			t.Errorf("request body bytes did not move")
 		}
+		if _, distributed := e.tiers["evaluate"]; distributed {
+			// The evaluators' lag per partition of the evidence topic (4 here) falls to 0 once
+			// their positions are recorded.
+			eventually(t, "the lag of every partition at 0", func() bool {
+				parts, lag := 0, 0.0
+				for s, v := range scrape(t, e) {
+					if strings.HasPrefix(s, "veritrail_evaluator_consumer_lag_messages{") {
+						parts++
+						lag += v
+					}
+				}
+				return parts == 4 && lag == 0
+			})
+		} else if _, ok := after["veritrail_evaluator_backlog_messages{}"]; !ok {
+			t.Error("no backlog gauge")
+		}
 		for s := range after {
 			if strings.Contains(s, testOrg) || strings.Contains(s, fpWeb) {
 				t.Errorf("a series is labelled with an organization or fingerprint: %s", s)
