@@ -103,12 +103,10 @@ func RunChild() int {
 
 // childConfig is the configuration `veritrail serve`, `ingest` or `evaluate` builds from its
 // settings' defaults (cmd/veritrail/config), with the rate limits off: the harness measures the
-// pipeline, and one key sends all of the load. No admin port: several evaluate children run on
-// one machine, and the default address would be taken by the first.
+// pipeline, and one key sends all of the load.
 func childConfig(spec childSpec, log *slog.Logger) app.Config {
 	s := config.Defaults()
 	s.Addr, s.DataDir, s.Postgres = spec.Addr, spec.DataDir, spec.Postgres
-	s.AdminAddr = ""
 	s.KafkaBrokers, s.KafkaPartitions = spec.Brokers, spec.Partitions
 	s.RateLimitKey, s.RateLimitOrg = 0, 0
 	s.BootstrapOrg, s.BootstrapToken = spec.Org, spec.Token

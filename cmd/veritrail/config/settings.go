@@ -33,7 +33,7 @@ type Settings struct {
 	ConsistencyWait time.Duration `koanf:"consistency-wait" for:"serve ingest evaluate notify" min:"0" help:"how long a read waits for the writes of its organization acknowledged before it to be applied"`
 	LogLevel        slog.Level    `koanf:"log-level" for:"serve ingest evaluate notify" help:"debug, info, warn or error"`
 	LogFormat       string        `koanf:"log-format" for:"serve ingest evaluate notify" help:"text or json: the format of every log line, the notifier plugins' included"`
-	AdminAddr       string        `koanf:"admin-addr" for:"evaluate notify" help:"listen address of /metrics, /livez and /readyz of the evaluate and notify tiers (serve and ingest answer them on --addr); empty: none"`
+	AdminAddr       string        `koanf:"admin-addr" for:"evaluate notify" help:"listen address of /metrics, /livez and /readyz of the evaluate and notify tiers, e.g. 0.0.0.0:8081 (serve and ingest answer them on --addr); empty, the default: none, so that several processes share a machine without choosing ports"`
 
 	DataDir  string `koanf:"data-dir" for:"serve admin" help:"directory of the embedded mode's state, bus and attachments"`
 	Postgres string `koanf:"postgres" for:"ingest evaluate notify admin" help:"PostgreSQL DSN of the distributed mode, e.g. postgres://user@host:5432/veritrail (admin: the store to manage instead of --data-dir's)"`
@@ -75,7 +75,7 @@ type Settings struct {
 func Defaults() Settings {
 	l := limits.Default()
 	return Settings{
-		Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:8081", ConsistencyWait: ingest.DefaultConsistencyWait, LogLevel: slog.LevelInfo, LogFormat: "text",
+		Addr: "127.0.0.1:8080", ConsistencyWait: ingest.DefaultConsistencyWait, LogLevel: slog.LevelInfo, LogFormat: "text",
 		DataDir:       "./veritrail-data",
 		KafkaClientID: kafkabus.DefaultClientID, KafkaPartitions: kafkabus.DefaultPartitions,
 		KafkaReplicationFactor: kafkabus.DefaultReplicationFactor,
