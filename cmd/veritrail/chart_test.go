@@ -64,18 +64,21 @@ func render(t *testing.T, helmBin string, args ...string) (map[string]object, er
 	objects := map[string]object{}
 	dec := yaml.NewDecoder(&out)
 	for {
-		var o object
-		err := dec.Decode(&o)
+		var m map[string]any // not object: yaml.v3 would make the nested maps objects too
+		err := dec.Decode(&m)
+		o := object(m)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o == nil {
-			continue
+		kind, _ := o.get("kind").(string)
+		name, _ := o.get("metadata", "name").(string)
+		if kind == "" {
+			continue // a document of comments only
 		}
-		objects[o.get("kind").(string)+"/"+o.get("metadata", "name").(string)] = o
+		objects[kind+"/"+name] = o
 	}
 	return objects, nil
 }
