@@ -94,10 +94,15 @@ func TestMetricsCountAnEndToEndRun(t *testing.T) {
 		eventually(t, "a dead letter", func() bool {
 			return len(k.get(notificationsPath+"/2/dead_letters").want(t, http.StatusOK).Array(t)) == 1
 		})
+		// The receiver saw the delivery before notify settled it: wait for the counts to get there
+		// (they only grow), then check they went no further.
+		delivered := `veritrail_notify_deliveries_total{notifier="webhook",outcome="delivered",reason=""}`
+		deadLetters := `veritrail_notify_dead_letters_total{notifier="webhook"}`
 		var after scraped
-		eventually(t, "the report applied", func() bool {
+		eventually(t, "the report applied and its deliveries settled", func() bool {
 			after = scrape(t, e)
-			return after[applied] == after[published] && after[published] > before[published]
+			return after[applied] == after[published] && after[published] > before[published] &&
+				after[delivered] > before[delivered] && after[deadLetters] > before[deadLetters]
 		})
 
 		delta := func(series string) float64 { return after[series] - before[series] }
