@@ -33,6 +33,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/veritrail/veritrail/ingest/answers"
 	"github.com/veritrail/veritrail/ingest/auth"
@@ -43,6 +44,7 @@ import (
 	"github.com/veritrail/veritrail/internal/health"
 	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/tracing"
 	"github.com/veritrail/veritrail/policies/customtype"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/policyquery"
@@ -135,6 +137,9 @@ type Deps struct {
 	// Metrics is where the API's metrics are registered (requests per operation, read-your-writes
 	// waits, refusals); nil counts nothing.
 	Metrics prometheus.Registerer
+	// Tracing, when set, traces every operation (a server span), and the evidence messages carry
+	// the span's context to the evaluator; nil traces nothing and costs nothing.
+	Tracing trace.TracerProvider
 }
 
 // Resolver resolves host names; *net.Resolver is one.
@@ -174,6 +179,8 @@ type API struct {
 	// httpMetrics and metrics are nil without Deps.Metrics.
 	httpMetrics *metrics.HTTP
 	metrics     *metrics.Ingest
+	// tracer is nil without Deps.Tracing.
+	tracer trace.Tracer
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -244,6 +251,9 @@ func New(cfg Config, d Deps) *API {
 	a.registerNotifications()
 	a.registerPolicies()
 	a.registerAsserts()
+	if d.Tracing != nil {
+		a.tracer = d.Tracing.Tracer("github.com/veritrail/veritrail/ingest")
+	}
 	if d.Metrics != nil {
 		a.httpMetrics = metrics.NewHTTP(d.Metrics, a.operationIDs())
 		a.metrics = metrics.NewIngest(d.Metrics)
@@ -370,6 +380,9 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 	msg.Metadata.Set(contract.MetaKind, string(env.Kind))
 	msg.Metadata.Set(contract.MetaOrg, env.OrgID)
 	msg.Metadata.Set(contract.MetaSchema, fmt.Sprint(contract.SchemaVersion))
+	if a.tracer != nil {
+		tracing.Inject(ctx, msg.Metadata) // the request's span: the evaluator continues it
+	}
 	if a.peers != nil {
 		// Other ingest processes' readers must know this organization has writes in flight here
 		// before the 201.

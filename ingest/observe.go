@@ -5,12 +5,24 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // observe is the Huma middleware that counts and times every operation's answer, by its
-// operation ID and status class. It runs first, so refusals by the middlewares after it count
-// too; a panic is counted (as a 5xx) on its way to recoverPanics.
+// operation ID and status class, and traces it when tracing is on (a server span named by the
+// operation ID, in the request's context for what the handler publishes). It runs first, so
+// refusals by the middlewares after it count too; a panic is counted (as a 5xx) on its way to
+// recoverPanics.
 func (a *API) observe(ctx huma.Context, next func(huma.Context)) {
+	if a.tracer != nil {
+		sctx, span := a.tracer.Start(ctx.Context(), ctx.Operation().OperationID, trace.WithSpanKind(trace.SpanKindServer))
+		defer func() {
+			span.SetAttributes(attribute.Int("http.response.status_code", ctx.Status()))
+			span.End()
+		}()
+		ctx = huma.WithContext(ctx, sctx)
+	}
 	if a.httpMetrics == nil {
 		next(ctx)
 		return

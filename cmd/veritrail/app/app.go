@@ -16,6 +16,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/veritrail/veritrail/evaluate"
@@ -32,6 +35,7 @@ import (
 	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/tracing"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/policies/template"
 )
@@ -65,6 +69,9 @@ type Config struct {
 	BootstrapOrg   string
 	BootstrapToken string
 	Log            *slog.Logger
+	// Tracing traces reports from the HTTP request into the evaluator's apply (cmd/veritrail
+	// builds it from the OTEL_* variables); nil traces nothing.
+	Tracing trace.TracerProvider
 	// Now is the clock of key expiry and rate limits; nil means time.Now. Tests move it.
 	Now func() time.Time
 
@@ -179,7 +186,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	changes := answers.NewChanges()
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
 		Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify,
-		Resolver: cfg.Resolver, Metrics: reg})
+		Resolver: cfg.Resolver, Metrics: reg, Tracing: cfg.Tracing})
 	r.API = api
 	evMetrics := metrics.NewEvaluator(reg)
 	metrics.Backlog(reg, func() float64 { return float64(bus.Behind(contract.TopicEvidence)) })
@@ -196,14 +203,14 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	if cfg.holdEvaluator == nil {
-		if err := runEvaluator(ctx, r, ev, ev.HandleBatch, sub, evMetrics, log); err != nil {
+		if err := runEvaluator(ctx, r, cfg, ev, ev.HandleBatch, sub, evMetrics, log); err != nil {
 			return fail(err)
 		}
 	} else {
 		r.group.Go(func() error {
 			select {
 			case <-cfg.holdEvaluator:
-				return runEvaluator(ctx, r, ev, ev.HandleBatch, sub, evMetrics, log)
+				return runEvaluator(ctx, r, cfg, ev, ev.HandleBatch, sub, evMetrics, log)
 			case <-ctx.Done():
 				return nil
 			}
@@ -305,7 +312,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	})
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: held, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
 		Notifications: st, Changes: changes, Peers: peers, Classify: st.Classify, Resolver: cfg.Resolver,
-		Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, Metrics: reg})
+		Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, Metrics: reg, Tracing: cfg.Tracing})
 	r.API = api
 	r.group.Go(func() error {
 		peers.Run(ctx)
@@ -375,7 +382,7 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 		positions.handled(msgs[:n])
 		return n, err
 	}
-	if err := runEvaluator(ctx, r, ev, handle, sub, evMetrics, log); err != nil {
+	if err := runEvaluator(ctx, r, cfg, ev, handle, sub, evMetrics, log); err != nil {
 		return fail(err)
 	}
 	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: kpub}}, log)
@@ -406,7 +413,7 @@ func openPostgres(ctx context.Context, r *Running, cfg Config) (*sqlstore.Store,
 // recovery) and runs the evaluation loop and the replays of rejected messages beside it. A batch
 // is applied in one transaction: up to the subscriber's window of messages (on Kafka, a window
 // per partition).
-func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, handle batch.Handler, sub message.Subscriber,
+func runEvaluator(ctx context.Context, r *Running, cfg Config, ev *evaluate.Evaluator, handle batch.Handler, sub message.Subscriber,
 	m *metrics.Evaluator, log *slog.Logger) error {
 	msgs, err := sub.Subscribe(ctx, contract.TopicEvidence)
 	if err != nil {
@@ -415,10 +422,21 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, handl
 	r.onClose(sub.Close)
 	r.group.Go(func() error { return ev.Run(ctx) })
 	r.group.Go(func() error { return ev.RunReplays(ctx) })
+	var tracer trace.Tracer
+	if cfg.Tracing != nil {
+		tracer = cfg.Tracing.Tracer("github.com/veritrail/veritrail/evaluate")
+	}
 	timed := func(ctx context.Context, msgs []*message.Message) (int, error) {
+		spans := applySpans(ctx, tracer, msgs)
 		start := time.Now()
 		n, err := handle(ctx, msgs)
 		m.Batch(n, time.Since(start), err != nil)
+		for i, span := range spans {
+			if i >= n {
+				span.SetStatus(codes.Error, "not applied in this batch; retried")
+			}
+			span.End()
+		}
 		return n, err
 	}
 	r.group.Go(func() error {
@@ -488,4 +506,24 @@ func evidenceLag(ctx context.Context, offsets *kafkabus.Offsets, st *sqlstore.St
 		lag[p] = max(end-positions[p], 0)
 	}
 	return lag, nil
+}
+
+// applySpans starts, for each message that carries a trace context, the span of its apply: a
+// consumer span in the trace of the request that published it. A batch applies its messages in
+// one transaction, so the spans share its time. None without a tracer.
+func applySpans(ctx context.Context, tracer trace.Tracer, msgs []*message.Message) []trace.Span {
+	if tracer == nil {
+		return nil
+	}
+	spans := make([]trace.Span, len(msgs))
+	for i, msg := range msgs {
+		parent := tracing.Extract(ctx, msg.Metadata)
+		if !trace.SpanContextFromContext(parent).IsValid() {
+			spans[i] = trace.SpanFromContext(ctx) // not traced: a span that records nothing
+			continue
+		}
+		_, spans[i] = tracer.Start(parent, "evaluate.apply", trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(attribute.String("messaging.message.id", msg.UUID), attribute.Int("messaging.batch.message_count", len(msgs))))
+	}
+	return spans
 }
