@@ -16,6 +16,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/template"
@@ -62,6 +63,8 @@ type Deps struct {
 	Triggered func()
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics counts policy evaluations; nil counts nothing.
+	Metrics *metrics.Evaluator
 }
 
 // Evaluator applies messages and evaluates dirty trails. Apply and evaluation are separate
@@ -113,7 +116,7 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 		d:         d,
 		templates: templates,
 		facts:     newFactCache(cfg.FactCacheSize),
-		policies:  newPolicyJudge(d.Policies),
+		policies:  newPolicyJudge(d.Policies, d.Metrics),
 		dirty:     map[string]struct{}{},
 		wake:      make(chan struct{}, 1),
 	}, nil
@@ -562,7 +565,9 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.Ev
 		buf = new([]template.Attestation)
 	}
 	in := trailInput(*buf, atts, arts)
+	evalStart := time.Now()
 	res, err := e.d.Engine.Evaluate(ctx, tmpl, in) // the result keeps none of in
+	e.d.Metrics.PolicyEvaluated(metrics.PolicyTemplate, time.Since(evalStart))
 	if cap(in.Attestations) <= maxPooledInput {
 		clear(in.Attestations) // the pool should not keep the trail's strings alive
 		*buf = in.Attestations[:0]

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/snapshot"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/envpolicy"
@@ -28,15 +30,16 @@ import (
 // the environment's state. An artifact whose input hash is unchanged keeps the evaluation of each policy whose
 // meaning is unchanged: only new evidence or new policies cost an OPA evaluation.
 type policyJudge struct {
-	engine *envpolicy.Engine
-	cache  *policyeval.Cache
+	engine  *envpolicy.Engine
+	cache   *policyeval.Cache
+	metrics *metrics.Evaluator
 }
 
-func newPolicyJudge(engine *envpolicy.Engine) *policyJudge {
+func newPolicyJudge(engine *envpolicy.Engine, m *metrics.Evaluator) *policyJudge {
 	if engine == nil {
 		engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
-	return &policyJudge{engine: engine, cache: policyeval.NewCache(0)}
+	return &policyJudge{engine: engine, cache: policyeval.NewCache(0), metrics: m}
 }
 
 // judgedPolicy is an attached policy ready to judge, or the reason it cannot (a stored version that no longer
@@ -135,7 +138,9 @@ func (pj *policyJudge) decide(ctx context.Context, r store.Reader, env store.Env
 			keep[in.Artifacts[i].Hash] = true
 		}
 		sub := in.Select(func(a envpolicy.ArtifactInput) bool { return keep[a.Hash] })
+		start := time.Now()
 		j.out, j.err = pj.engine.Evaluate(ctx, policies[j.policy].policy, sub)
+		pj.metrics.PolicyEvaluated(metrics.PolicyEnvironment, time.Since(start))
 		if j.err != nil && ctx.Err() != nil {
 			return j.err
 		}

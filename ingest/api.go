@@ -32,6 +32,8 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/veritrail/veritrail/ingest/answers"
 	"github.com/veritrail/veritrail/ingest/auth"
@@ -39,7 +41,10 @@ import (
 	"github.com/veritrail/veritrail/ingest/consistency"
 	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/health"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/tracing"
 	"github.com/veritrail/veritrail/policies/customtype"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/policyquery"
@@ -129,6 +134,12 @@ type Deps struct {
 	// Peers, when set, extends read after write to the writes of other ingest processes (the
 	// distributed mode); nil when this process is the only one publishing (embedded).
 	Peers *consistency.Peers
+	// Metrics is where the API's metrics are registered (requests per operation, read-your-writes
+	// waits, refusals); nil counts nothing.
+	Metrics prometheus.Registerer
+	// Tracing, when set, traces every operation (a server span), and the evidence messages carry
+	// the span's context to the evaluator; nil traces nothing and costs nothing.
+	Tracing trace.TracerProvider
 }
 
 // Resolver resolves host names; *net.Resolver is one.
@@ -162,9 +173,14 @@ type API struct {
 	identities store.IdentityStore
 	clock      func() time.Time
 	limits     *limits.Limiter
-	ready      *readiness
+	ready      *health.Checker
 	classify   func(error) store.ErrorClass
 	resolver   Resolver
+	// httpMetrics and metrics are nil without Deps.Metrics.
+	httpMetrics *metrics.HTTP
+	metrics     *metrics.Ingest
+	// tracer is nil without Deps.Tracing.
+	tracer trace.Tracer
 }
 
 // New builds the API and registers every operation. The same function serves main, the
@@ -183,7 +199,7 @@ func New(cfg Config, d Deps) *API {
 	}
 	a := &API{cfg: cfg, store: d.Store, pub: d.Publisher, blobs: d.Blobs, log: d.Log, mux: chi.NewRouter(), types: newTypeCache(),
 		identities: d.Identities, clock: d.Now, limits: limits.NewLimiter(cfg.Limits), auth: auth.NewAuthenticator(d.Store, d.Now),
-		notifications: d.Notifications, ready: newReadiness(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
+		notifications: d.Notifications, ready: health.NewChecker(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
 		resolver: d.Resolver}
 	a.tracker = consistency.NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
 	if d.Peers != nil {
@@ -214,6 +230,7 @@ func New(cfg Config, d Deps) *API {
 	// chi, not net/http's mux: the Kosli paths need static segments to win over parameters
 	// (/artifacts/{org}/{flow}/fingerprint/{fp} beside /artifacts/{org}/{flow}/{fp}/latest_commit).
 	a.huma = humachi.New(a.mux, hc)
+	a.huma.UseMiddleware(a.observe)   // first: it times and counts what the others answer too
 	a.huma.UseMiddleware(checkParams) // before authorize, which looks the organization up by name
 	a.huma.UseMiddleware(a.authorize)
 
@@ -235,6 +252,13 @@ func New(cfg Config, d Deps) *API {
 	a.registerNotifications()
 	a.registerPolicies()
 	a.registerAsserts()
+	if d.Tracing != nil {
+		a.tracer = d.Tracing.Tracer("github.com/veritrail/veritrail/ingest")
+	}
+	if d.Metrics != nil {
+		a.httpMetrics = metrics.NewHTTP(d.Metrics, a.operationIDs())
+		a.metrics = metrics.NewIngest(d.Metrics)
+	}
 
 	a.mux.Get("/ready", a.serveReady)
 	a.mux.Get("/live", serveLive)
@@ -357,6 +381,9 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 	msg.Metadata.Set(contract.MetaKind, string(env.Kind))
 	msg.Metadata.Set(contract.MetaOrg, env.OrgID)
 	msg.Metadata.Set(contract.MetaSchema, fmt.Sprint(contract.SchemaVersion))
+	if a.tracer != nil {
+		tracing.Inject(ctx, msg.Metadata) // the request's span: the evaluator continues it
+	}
 	if a.peers != nil {
 		// Other ingest processes' readers must know this organization has writes in flight here
 		// before the 201.
@@ -383,8 +410,12 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // (read after write, for every client of the organization), here and at the other ingest
 // processes, and reports whether any were in flight.
 func (a *API) awaitWrites(ctx context.Context, p *Principal) bool {
+	start := time.Now()
 	local := a.tracker.Wait(ctx, p.Org.ID)
-	remote := a.peers != nil && a.peers.Wait(ctx, p.Org.ID, time.Now().Add(a.cfg.ConsistencyWait))
+	remote := a.peers != nil && a.peers.Wait(ctx, p.Org.ID, start.Add(a.cfg.ConsistencyWait))
+	if local || remote {
+		a.metrics.Waited(time.Since(start))
+	}
 	return local || remote
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/metrics"
 )
 
 // Principal is the caller acting in one organization, as the authorization hook resolved it.
@@ -126,12 +127,15 @@ func (a *API) writeRefused(r limits.Refusal) *Error {
 	var e *Error
 	switch r {
 	case limits.RefusedKey:
+		a.metrics.Refused(metrics.RefusedInFlightKey)
 		e = apiError(http.StatusTooManyRequests, "Too many writes of the API key in progress (at most %d at once); retry after 1 s",
 			a.cfg.Limits.KeyInFlightWrites)
 	case limits.RefusedOrg:
+		a.metrics.Refused(metrics.RefusedInFlightOrg)
 		e = apiError(http.StatusTooManyRequests, "Too many writes of the organization in progress (at most %d at once); retry after 1 s",
 			a.cfg.Limits.OrgInFlightWrites)
 	default:
+		a.metrics.Refused(metrics.RefusedInFlightAll)
 		e = apiError(http.StatusServiceUnavailable, "Too many writes in progress; retry shortly")
 	}
 	e.RetryAfter = 1
@@ -147,6 +151,11 @@ func (a *API) withinLimits(ctx huma.Context, p *Principal) bool {
 	refused, wait := a.limits.Allow(a.clock(), keyID, p.Org.ID)
 	if wait <= 0 {
 		return true
+	}
+	if refused == limits.RateOfKey {
+		a.metrics.Refused(metrics.RefusedRateKey)
+	} else {
+		a.metrics.Refused(metrics.RefusedRateOrg)
 	}
 	secs := limits.RetryAfter(wait)
 	e := apiError(http.StatusTooManyRequests, "Rate limit of the %s exceeded; retry after %d s", refused, secs)

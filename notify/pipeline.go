@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/veritrail/veritrail/internal/deliverylog"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"log/slog"
 	"time"
 
@@ -92,6 +93,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// Metrics counts attempts' outcomes and dead letters; nil counts nothing.
+	Metrics *metrics.Notify
 }
 
 // Pipeline delivers notifications: at least once, deduplicated by the log, retried within a
@@ -132,14 +135,15 @@ func New(cfg Config, deps Deps) (*Pipeline, error) {
 		RetryStage{
 			Attempt: MultiStage{
 				SendStage{Notifiers: deps.Notifiers, Timeout: cfg.AttemptTimeout, Now: deps.Now},
-				RecordStage{Log: deps.Log},
+				RecordStage{Log: deps.Log, Metrics: deps.Metrics},
 			},
 			Budget:     cfg.Budget,
 			NewBackOff: newBackOff,
 			Now:        deps.Now,
 			Logger:     deps.Logger,
+			Metrics:    deps.Metrics,
 		},
-		SettleStage{Log: deps.Log, Logger: deps.Logger},
+		SettleStage{Log: deps.Log, Logger: deps.Logger, Metrics: deps.Metrics},
 	}
 	return &Pipeline{cfg: cfg, stage: stage}, nil
 }

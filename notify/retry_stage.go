@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+
+	"github.com/veritrail/veritrail/internal/metrics"
 )
 
 // RetryStage runs Attempt until it delivers, fails permanently, or the delivery's time budget
@@ -21,6 +23,8 @@ type RetryStage struct {
 	NewBackOff func() backoff.BackOff
 	Now        func() time.Time
 	Logger     *slog.Logger
+	// Metrics counts the deliveries waiting to retry; nil counts nothing.
+	Metrics *metrics.Notify
 }
 
 // Exec retries d's attempts within the budget.
@@ -45,11 +49,14 @@ func (s RetryStage) Exec(ctx context.Context, d *Delivery) error {
 		s.Logger.Debug("notification attempt failed; retrying",
 			"key", d.Key.String(), "attempt", d.Attempts, "reason", d.Last.Reason, "wait", wait, "error", d.Last.Err)
 		t := time.NewTimer(wait)
+		s.Metrics.RetryWaiting(1)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			s.Metrics.RetryWaiting(-1)
 			return fmt.Errorf("notify: waiting to retry %s: %w", d.Key, context.Cause(ctx))
 		case <-t.C:
 		}
+		s.Metrics.RetryWaiting(-1)
 	}
 }

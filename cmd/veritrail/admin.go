@@ -73,6 +73,15 @@ func adminCommand() *cobra.Command {
 	})
 	addMember.Flags().StringVar(&memberRole, "role", "admin", "role: admin, member, snapshotter or reader")
 
+	// Every process applies the store's migrations when it opens it; this applies them alone, as
+	// a deployment's pre-install or pre-upgrade job does before the tiers roll.
+	migrateCmd := adminSubcommand("migrate", "apply the store's schema migrations and exit", 0, func(ctx context.Context, w io.Writer, open func() (store.Store, error), _ []string) error {
+		return withStore(open, func(store.Store) error {
+			_, err := fmt.Fprintln(w, "the store's migrations are applied")
+			return err
+		})
+	})
+
 	var wipeConfirmed bool
 	wipe := adminSubcommand("wipe", "delete everything in the store (test environments only)", 0, func(ctx context.Context, w io.Writer, open func() (store.Store, error), _ []string) error {
 		if !wipeConfirmed {
@@ -91,7 +100,7 @@ func adminCommand() *cobra.Command {
 	cmd.AddCommand(
 		adminSubcommand("create-org NAME", "create an organization", 1, createOrg),
 		makePublic("make-public", true), makePublic("make-private", false),
-		createUser, addMember, createKeyCommand(),
+		createUser, addMember, createKeyCommand(), migrateCmd,
 		adminSubcommand("seed FILE", "create the users, organizations, memberships, service accounts and keys a YAML file lists; "+
 			"running it again changes nothing (see docs/ARCHITECTURE.md for the format)", 1, seed),
 		wipe, rejectedMessagesCommand(), replayCommand(),

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/cmd/veritrail/config"
+	"github.com/veritrail/veritrail/internal/tracing"
 )
 
 // startFunc starts one of the process kinds of the composition root.
@@ -27,11 +27,23 @@ func tierCommand(name, short string, start startFunc) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cfg := s.App(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: s.LogLevel})))
+		log, err := s.Logger(cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		cfg := s.App(log)
 		if err := cfg.Ingest.Limits.Validate(); err != nil {
 			return err
 		}
-		return runTier(cmd.Context(), cfg, start)
+		// Traces go where the OTEL_* variables say; none unless they name an exporter.
+		tp, stopTracing, err := tracing.FromEnv(cmd.Context(), os.Getenv)
+		if err != nil {
+			return err
+		}
+		if tp != nil {
+			cfg.Tracing = tp
+		}
+		return errors.Join(runTier(cmd.Context(), cfg, start), stopTracing(context.WithoutCancel(cmd.Context())))
 	}
 	return cmd
 }

@@ -115,19 +115,25 @@ func NewLimiter(cfg Limits) *Limiter {
 			keys: map[string]int{}, orgs: map[string]int{}}}
 }
 
+// The limits Allow names when it refuses (words of the 429's message).
+const (
+	RateOfKey = "API key"
+	RateOfOrg = "organization"
+)
+
 // Allow takes one token from the key's bucket and one from the organization's, or neither.
 // When it cannot, it says which limit refused and how long until a token is there.
 func (l *Limiter) Allow(now time.Time, keyID, orgID string) (refused string, wait time.Duration) {
 	k := l.keys.reserve(now, keyID)
 	if d := delay(k, now); d > 0 {
 		cancel(k, now)
-		return "API key", d
+		return RateOfKey, d
 	}
 	o := l.orgs.reserve(now, orgID)
 	if d := delay(o, now); d > 0 {
 		cancel(o, now)
 		cancel(k, now) // the request is not made: give the key its token back
-		return "organization", d
+		return RateOfOrg, d
 	}
 	return "", 0
 }

@@ -71,6 +71,9 @@ type Config struct {
 	// Logger receives go-plugin's logs and the plugins' stderr; default: warnings and above to
 	// the process's stderr.
 	Logger hclog.Logger
+	// Restarted, when set, is called with a plugin's name each time its process is started
+	// again after the previous one exited (for the restarts metric).
+	Restarted func(name string)
 }
 
 // Catalog is safe for concurrent use.
@@ -187,6 +190,7 @@ type process struct {
 	sum          []byte
 	startTimeout time.Duration
 	logger       hclog.Logger
+	restarted    func(name string)
 
 	mu       sync.Mutex
 	client   *plugin.Client
@@ -213,7 +217,8 @@ func newProcess(e Entry, dir string, cfg Config) (*process, error) {
 	if err := checkSum(path, sum); err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", e.Name, err)
 	}
-	return &process{entry: e, path: path, sum: sum, startTimeout: cfg.StartTimeout, logger: cfg.Logger.Named(e.Name)}, nil
+	return &process{entry: e, path: path, sum: sum, startTimeout: cfg.StartTimeout, logger: cfg.Logger.Named(e.Name),
+		restarted: cfg.Restarted}, nil
 }
 
 // confine resolves command inside dir (already absolute and free of symbolic links) and
@@ -323,6 +328,9 @@ func (p *process) live(ctx context.Context) (*plugin.Client, sdk.Notifier, error
 	}
 	if p.client != nil {
 		p.logger.Warn("plugin process exited; restarting it", "starts", p.starts)
+		if p.restarted != nil {
+			p.restarted(p.entry.Name)
+		}
 		p.client.Kill()
 		p.client, p.cmd, p.notifier = nil, nil, nil
 	}

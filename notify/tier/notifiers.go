@@ -3,10 +3,14 @@ package tier
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"sort"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/plugins/builtin"
 )
@@ -24,6 +28,11 @@ type NotifiersConfig struct {
 	// AllowPrivate lets the webhook and chat built-ins reach loopback, private and link-local
 	// addresses. Off by default: rule targets are user input, and the SSRF guard refuses them.
 	AllowPrivate bool
+	// Metrics counts plugin restarts; nil counts nothing. Set by the composition root.
+	Metrics *metrics.Notify
+	// Log receives go-plugin's and the plugins' lines (catalog.SlogLogger), at its level; nil
+	// leaves them to hclog on stderr. Set by the composition root.
+	Log *slog.Logger
 }
 
 // Notifiers builds the catalog: every built-in configured with its settings (an e-mail
@@ -65,7 +74,11 @@ func Notifiers(ctx context.Context, cfg NotifiersConfig) (*catalog.Catalog, erro
 			return nil, fmt.Errorf("catalog: built-in %s: %w", name, err)
 		}
 	}
-	return catalog.New(catalog.Config{Dir: f.PluginDir, Plugins: f.Plugins}, builtins)
+	ccfg := catalog.Config{Dir: f.PluginDir, Plugins: f.Plugins, Restarted: cfg.Metrics.PluginRestarted}
+	if cfg.Log != nil {
+		ccfg.Logger = catalog.SlogLogger(cfg.Log, hclogLevel(ctx, cfg.Log))
+	}
+	return catalog.New(ccfg, builtins)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -75,4 +88,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// hclogLevel is the lowest of hclog's levels log is enabled for.
+func hclogLevel(ctx context.Context, log *slog.Logger) hclog.Level {
+	switch {
+	case log.Enabled(ctx, slog.LevelDebug):
+		return hclog.Debug
+	case log.Enabled(ctx, slog.LevelInfo):
+		return hclog.Info
+	case log.Enabled(ctx, slog.LevelWarn):
+		return hclog.Warn
+	}
+	return hclog.Error
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/veritrail/veritrail/internal/bus/keyed"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/notify"
 )
@@ -48,6 +49,8 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Now is the pipeline's clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics counts deliveries' outcomes; nil counts nothing.
+	Metrics *metrics.Notify
 }
 
 // Tier delivers triggers. It is safe for concurrent use.
@@ -68,7 +71,7 @@ func New(cfg Config, d Deps) (*Tier, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	p, err := notify.New(cfg.Pipeline, notify.Deps{Log: d.Log, Notifiers: d.Notifiers, Logger: d.Logger, Now: d.Now})
+	p, err := notify.New(cfg.Pipeline, notify.Deps{Log: d.Log, Notifiers: d.Notifiers, Logger: d.Logger, Now: d.Now, Metrics: d.Metrics})
 	if err != nil {
 		return nil, err
 	}

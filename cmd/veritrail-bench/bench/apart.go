@@ -18,6 +18,8 @@ import (
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/ingest/blobs"
 	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
+	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
 
@@ -155,17 +157,20 @@ func startIngestAlone(ctx context.Context, dir string) (addr string, stats func(
 		closeAll()
 		return "", nil, nil, err
 	}
-	pub, err := bus.Publisher()
+	busPub, err := bus.Publisher()
 	if err != nil {
 		closeAll()
 		return "", nil, nil, err
 	}
+	// Metrics on, as the product runs: the publish counted and timed, every request observed.
+	reg := metrics.NewRegistry()
+	pub := metrics.NewPublishing(reg).Publisher(busPub, contract.TopicEvidence)
 	bl, err := blobs.NewDir(filepath.Join(dir, "blobs"))
 	if err != nil {
 		closeAll()
 		return "", nil, nil, err
 	}
-	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler)})
+	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler), Metrics: reg})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		closeAll()

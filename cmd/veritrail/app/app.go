@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/veritrail/veritrail/evaluate"
@@ -29,8 +31,11 @@ import (
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/bus/sqlitebus"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/health"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/tracing"
 	"github.com/veritrail/veritrail/notify/catalog"
 	"github.com/veritrail/veritrail/policies/template"
 )
@@ -42,6 +47,9 @@ const EvaluatorGroup = "veritrail-evaluate"
 type Config struct {
 	// Addr is where the HTTP API listens (serve, ingest).
 	Addr string
+	// AdminAddr is where evaluate and notify serve /metrics, /livez and /readyz; empty serves
+	// nothing.
+	AdminAddr string
 	// DataDir holds the embedded mode's state, bus and attachments.
 	DataDir string
 	// Postgres is the store of the distributed mode.
@@ -61,6 +69,9 @@ type Config struct {
 	BootstrapOrg   string
 	BootstrapToken string
 	Log            *slog.Logger
+	// Tracing traces reports from the HTTP request into the evaluator's apply (cmd/veritrail
+	// builds it from the OTEL_* variables); nil traces nothing.
+	Tracing trace.TracerProvider
 	// Now is the clock of key expiry and rate limits; nil means time.Now. Tests move it.
 	Now func() time.Time
 
@@ -84,9 +95,11 @@ func (cfg Config) ingestConfig() ingest.Config {
 
 // Running is a started process: its API (when it serves one) and how to stop it.
 type Running struct {
-	API   *ingest.API
-	Addr  string // the address actually listened on
-	Store store.Store
+	API  *ingest.API
+	Addr string // the address actually listened on
+	// AdminAddr is the admin port's address actually listened on (evaluate, notify).
+	AdminAddr string
+	Store     store.Store
 	// Catalog is the notify tier's notifiers (serve, notify), for status.
 	Catalog *catalog.Catalog
 	stop    context.CancelFunc
@@ -127,7 +140,9 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		_ = r.Close()
 		return nil, err
 	}
-	if err := startCatalog(ctx, r, cfg); err != nil {
+	reg := metrics.NewRegistry()
+	notifyMetrics := metrics.NewNotify(reg)
+	if err := startCatalog(ctx, r, cfg, notifyMetrics); err != nil {
 		return fail(err)
 	}
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "state.db"))
@@ -147,10 +162,11 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	r.onClose(bus.Close)
-	pub, err := bus.Publisher()
+	busPub, err := bus.Publisher()
 	if err != nil {
 		return fail(err)
 	}
+	pub := metrics.NewPublishing(reg).Publisher(busPub, contract.TopicEvidence, contract.TopicTriggers)
 	sub, err := bus.Subscriber(EvaluatorGroup)
 	if err != nil {
 		return fail(err)
@@ -170,11 +186,13 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	changes := answers.NewChanges()
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
 		Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify,
-		Resolver: cfg.Resolver})
+		Resolver: cfg.Resolver, Metrics: reg, Tracing: cfg.Tracing})
 	r.API = api
+	evMetrics := metrics.NewEvaluator(reg)
+	metrics.Backlog(reg, func() float64 { return float64(bus.Behind(contract.TopicEvidence)) })
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
 		Store: changes.Watch(st), Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
-		Triggered: runRelay(ctx, r, cfg, st, pub, log),
+		Triggered: runRelay(ctx, r, cfg, st, pub, log), Metrics: evMetrics,
 	})
 	if err != nil {
 		return fail(err)
@@ -185,23 +203,24 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 		return fail(err)
 	}
 	if cfg.holdEvaluator == nil {
-		if err := runEvaluator(ctx, r, ev, ev.HandleBatch, sub, log); err != nil {
+		if err := runEvaluator(ctx, r, cfg, ev, ev.HandleBatch, sub, evMetrics, log); err != nil {
 			return fail(err)
 		}
 	} else {
 		r.group.Go(func() error {
 			select {
 			case <-cfg.holdEvaluator:
-				return runEvaluator(ctx, r, ev, ev.HandleBatch, sub, log)
+				return runEvaluator(ctx, r, cfg, ev, ev.HandleBatch, sub, evMetrics, log)
 			case <-ctx.Done():
 				return nil
 			}
 		})
 	}
-	if err := runNotify(ctx, r, cfg, st, notifySub, log); err != nil {
+	if err := runNotify(ctx, r, cfg, st, notifySub, notifyMetrics, log); err != nil {
 		return fail(err)
 	}
-	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
+	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, log)
+	if err := serveHTTP(ctx, r, cfg, op, api.Handler(), log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -260,6 +279,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	if err := kafkabus.EnsureTopics(ctx, cfg.Kafka, contract.TopicEvidence); err != nil {
 		return fail(err)
 	}
+	reg := metrics.NewRegistry()
 	pub, err := kafkabus.NewPublisher(cfg.Kafka, watermill.NewSlogLogger(log))
 	if err != nil {
 		return fail(err)
@@ -284,7 +304,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 		Poll: cfg.Ingest.ConsistencyPoll, Log: log})
 	// Ingest accepts evidence faster than an evaluator applies it: publishes wait while the
 	// evaluators are more than MaxBacklog messages behind (all ingest processes together).
-	held := backlog.New(pub, backlog.Config{Topic: contract.TopicEvidence, Ends: ends, Max: cfg.MaxBacklog, Log: log,
+	held := backlog.New(metrics.NewPublishing(reg).Publisher(pub, contract.TopicEvidence), backlog.Config{Topic: contract.TopicEvidence, Ends: ends, Max: cfg.MaxBacklog, Log: log,
 		Positions: func(ctx context.Context) (map[int32]int64, error) { return st.Positions(ctx, contract.TopicEvidence) }})
 	r.group.Go(func() error {
 		held.Run(ctx)
@@ -292,13 +312,14 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 	})
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: held, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
 		Notifications: st, Changes: changes, Peers: peers, Classify: st.Classify, Resolver: cfg.Resolver,
-		Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}})
+		Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, Metrics: reg, Tracing: cfg.Tracing})
 	r.API = api
 	r.group.Go(func() error {
 		peers.Run(ctx)
 		return nil
 	})
-	if err := serveHTTP(ctx, r, cfg, api.Handler(), log); err != nil {
+	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, log)
+	if err := serveHTTP(ctx, r, cfg, op, api.Handler(), log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -332,13 +353,24 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	pub, err := kafkabus.NewPublisher(cfg.Kafka, wlog)
+	kpub, err := kafkabus.NewPublisher(cfg.Kafka, wlog)
 	if err != nil {
 		return fail(err)
 	}
-	r.onClose(pub.Close)
+	r.onClose(kpub.Close)
+	reg := metrics.NewRegistry()
+	pub := metrics.NewPublishing(reg).Publisher(kpub, contract.TopicTriggers)
+	evMetrics := metrics.NewEvaluator(reg)
+	offsets, err := kafkabus.NewOffsets(cfg.Kafka)
+	if err != nil {
+		return fail(err)
+	}
+	r.onClose(offsets.Close)
+	metrics.ConsumerLag(reg, func(ctx context.Context) (map[int32]int64, error) {
+		return evidenceLag(ctx, offsets, st)
+	})
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log,
-		Triggered: runRelay(ctx, r, cfg, st, pub, log)})
+		Triggered: runRelay(ctx, r, cfg, st, pub, log), Metrics: evMetrics})
 	if err != nil {
 		return fail(err)
 	}
@@ -350,7 +382,11 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 		positions.handled(msgs[:n])
 		return n, err
 	}
-	if err := runEvaluator(ctx, r, ev, handle, sub, log); err != nil {
+	if err := runEvaluator(ctx, r, cfg, ev, handle, sub, evMetrics, log); err != nil {
+		return fail(err)
+	}
+	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: kpub}}, log)
+	if err := serveAdmin(ctx, r, cfg, op, log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -377,7 +413,8 @@ func openPostgres(ctx context.Context, r *Running, cfg Config) (*sqlstore.Store,
 // recovery) and runs the evaluation loop and the replays of rejected messages beside it. A batch
 // is applied in one transaction: up to the subscriber's window of messages (on Kafka, a window
 // per partition).
-func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, handle batch.Handler, sub message.Subscriber, log *slog.Logger) error {
+func runEvaluator(ctx context.Context, r *Running, cfg Config, ev *evaluate.Evaluator, handle batch.Handler, sub message.Subscriber,
+	m *metrics.Evaluator, log *slog.Logger) error {
 	msgs, err := sub.Subscribe(ctx, contract.TopicEvidence)
 	if err != nil {
 		return fmt.Errorf("evaluate: subscribe to %s: %w", contract.TopicEvidence, err)
@@ -385,8 +422,25 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, handl
 	r.onClose(sub.Close)
 	r.group.Go(func() error { return ev.Run(ctx) })
 	r.group.Go(func() error { return ev.RunReplays(ctx) })
+	var tracer trace.Tracer
+	if cfg.Tracing != nil {
+		tracer = cfg.Tracing.Tracer("github.com/veritrail/veritrail/evaluate")
+	}
+	timed := func(ctx context.Context, msgs []*message.Message) (int, error) {
+		spans := applySpans(ctx, tracer, msgs)
+		start := time.Now()
+		n, err := handle(ctx, msgs)
+		m.Batch(n, time.Since(start), err != nil)
+		for i, span := range spans {
+			if i >= n {
+				span.SetStatus(codes.Error, "not applied in this batch; retried")
+			}
+			span.End()
+		}
+		return n, err
+	}
 	r.group.Go(func() error {
-		batch.Consume(ctx, msgs, batch.Config{MaxBatch: evaluateBatch}, handle, log)
+		batch.Consume(ctx, msgs, batch.Config{MaxBatch: evaluateBatch}, timed, log)
 		if ctx.Err() == nil {
 			return fmt.Errorf("evaluate: the subscription to %s ended", contract.TopicEvidence)
 		}
@@ -399,31 +453,18 @@ func runEvaluator(ctx context.Context, r *Running, ev *evaluate.Evaluator, handl
 // delivers that many ahead of their acks.
 const evaluateBatch = 64
 
-// serveHTTP serves the API on cfg.Addr. The server's ReadTimeout and WriteTimeout stay unset:
+// serveHTTP serves the API on cfg.Addr, with the operator routes in front of it. The server's
+// ReadTimeout and WriteTimeout stay unset:
 // they are fixed per request, and ingest sets deadlines that follow each request's progress
 // instead (limits.Limits: a body must keep a minimum rate, a response write likewise, and a
 // long read-your-writes wait before the answer is not cut off). Headers must arrive within
 // 10 s, and a keep-alive connection is closed after --idle-timeout without a request.
-func serveHTTP(ctx context.Context, r *Running, cfg Config, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", cfg.Addr)
+func serveHTTP(ctx context.Context, r *Running, cfg Config, op operator, h http.Handler, log *slog.Logger) error {
+	addr, err := listenAndServe(ctx, r, cfg.Addr, op.routes(h), cfg.Ingest.Limits.IdleTimeout, "api", log)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return err
 	}
-	r.Addr = ln.Addr().String()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: cfg.Ingest.Limits.IdleTimeout}
-	r.group.Go(func() error {
-		log.Info("veritrail: serving HTTP", "addr", r.Addr)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	r.group.Go(func() error {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
+	r.Addr = addr
 	return nil
 }
 
@@ -448,3 +489,41 @@ func EmbeddedBusConfig() sqlitebus.Config {
 // batch waiting, little enough that a read-your-writes wait behind it stays short (about
 // 0.15 s at the 7,000 applied a second of two cores).
 const embeddedMaxLag = 16 * evaluateBatch
+
+// evidenceLag is, per partition of the evidence topic, how many messages the evaluators have
+// not applied yet: the end offset minus the position they recorded.
+func evidenceLag(ctx context.Context, offsets *kafkabus.Offsets, st *sqlstore.Store) (map[int32]int64, error) {
+	ends, err := offsets.End(ctx, contract.TopicEvidence)
+	if err != nil {
+		return nil, err
+	}
+	positions, err := st.Positions(ctx, contract.TopicEvidence)
+	if err != nil {
+		return nil, err
+	}
+	lag := make(map[int32]int64, len(ends))
+	for p, end := range ends {
+		lag[p] = max(end-positions[p], 0)
+	}
+	return lag, nil
+}
+
+// applySpans starts, for each message that carries a trace context, the span of its apply: a
+// consumer span in the trace of the request that published it. A batch applies its messages in
+// one transaction, so the spans share its time. None without a tracer.
+func applySpans(ctx context.Context, tracer trace.Tracer, msgs []*message.Message) []trace.Span {
+	if tracer == nil {
+		return nil
+	}
+	spans := make([]trace.Span, len(msgs))
+	for i, msg := range msgs {
+		parent := tracing.Extract(ctx, msg.Metadata)
+		if !trace.SpanContextFromContext(parent).IsValid() {
+			spans[i] = trace.SpanFromContext(ctx) // not traced: a span that records nothing
+			continue
+		}
+		_, spans[i] = tracer.Start(parent, "evaluate.apply", trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(attribute.String("messaging.message.id", msg.UUID), attribute.Int("messaging.batch.message_count", len(msgs))))
+	}
+	return spans
+}

@@ -81,7 +81,7 @@ func startEmbeddedWith(t *testing.T, cfg Config) env {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return env{base: "http://" + r.Addr, store: r.Store, catalog: r.Catalog}
+	return env{base: "http://" + r.Addr, store: r.Store, catalog: r.Catalog, tiers: map[string]string{"serve": "http://" + r.Addr}}
 }
 
 // postgresSchema makes an isolated schema and returns a DSN that uses it.
@@ -118,6 +118,7 @@ func startDistributedWith(t *testing.T, cfg Config) env {
 	t.Helper()
 	cfg.Postgres = postgresSchema(t)
 	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
+	cfg.AdminAddr = "127.0.0.1:0"
 	ev, err := StartEvaluate(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,8 @@ func startDistributedWith(t *testing.T, cfg Config) env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close() })
-	return env{base: "http://" + in.Addr, store: in.Store, catalog: nt.Catalog}
+	return env{base: "http://" + in.Addr, store: in.Store, catalog: nt.Catalog,
+		tiers: map[string]string{"ingest": "http://" + in.Addr, "evaluate": "http://" + ev.AdminAddr, "notify": "http://" + nt.AdminAddr}}
 }
 
 // env is a running Veritrail as a test sees it.
@@ -142,6 +144,9 @@ type env struct {
 	base    string           // http://host:port
 	store   store.Store      // for provisioning identities, as `veritrail admin` does
 	catalog *catalog.Catalog // the notify tier's notifiers
+	// tiers are the base URLs of the ports serving each tier's /metrics, /livez and /readyz
+	// (serve's API port; ingest's API port and the admin ports of evaluate and notify).
+	tiers map[string]string
 }
 
 // forEachMode runs the test body against every run mode.

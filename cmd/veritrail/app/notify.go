@@ -11,6 +11,8 @@ import (
 	"github.com/veritrail/veritrail/evaluate"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/health"
+	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/notify/tier"
@@ -37,8 +39,10 @@ func StartNotify(ctx context.Context, cfg Config) (*Running, error) {
 		_ = r.Close()
 		return nil, err
 	}
+	reg := metrics.NewRegistry()
+	notifyMetrics := metrics.NewNotify(reg)
 	// The catalog first: a plugin that does not match its pin stops the start before anything runs.
-	if err := startCatalog(ctx, r, cfg); err != nil {
+	if err := startCatalog(ctx, r, cfg, notifyMetrics); err != nil {
 		return fail(err)
 	}
 	st, _, err := openPostgres(ctx, r, cfg)
@@ -56,7 +60,12 @@ func StartNotify(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := runNotify(ctx, r, cfg, st, sub, log); err != nil {
+	if err := runNotify(ctx, r, cfg, st, sub, notifyMetrics, log); err != nil {
+		return fail(err)
+	}
+	busPing := health.PingFunc(kafkabus.Pinger(cfg.Kafka, contract.TopicTriggers))
+	op := newOperator(cfg, reg, st, []health.Check{{Name: "store", Pinger: st}, {Name: "bus", Pinger: busPing}}, log)
+	if err := serveAdmin(ctx, r, cfg, op, log); err != nil {
 		return fail(err)
 	}
 	return r, nil
@@ -64,8 +73,11 @@ func StartNotify(ctx context.Context, cfg Config) (*Running, error) {
 
 // startCatalog builds the notifier catalog (built-ins configured, plugins checked against
 // their pins) and makes it the process's.
-func startCatalog(ctx context.Context, r *Running, cfg Config) error {
-	cat, err := tier.Notifiers(ctx, cfg.Notify.Notifiers)
+func startCatalog(ctx context.Context, r *Running, cfg Config, m *metrics.Notify) error {
+	ncfg := cfg.Notify.Notifiers
+	ncfg.Metrics = m
+	ncfg.Log = logger(cfg)
+	cat, err := tier.Notifiers(ctx, ncfg)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
@@ -75,12 +87,12 @@ func startCatalog(ctx context.Context, r *Running, cfg Config) error {
 }
 
 // runNotify consumes the trigger topic and delivers what it carries (see tier.Tier.Run).
-func runNotify(ctx context.Context, r *Running, cfg Config, st *sqlstore.Store, sub message.Subscriber, log *slog.Logger) error {
+func runNotify(ctx context.Context, r *Running, cfg Config, st *sqlstore.Store, sub message.Subscriber, m *metrics.Notify, log *slog.Logger) error {
 	tcfg := cfg.Notify.Tier
 	if tcfg.BaseURL == "" {
 		tcfg.BaseURL = cfg.Ingest.BaseURL
 	}
-	nt, err := tier.New(tcfg, tier.Deps{Rules: st, Log: st, Notifiers: r.Catalog, Logger: log})
+	nt, err := tier.New(tcfg, tier.Deps{Rules: st, Log: st, Notifiers: r.Catalog, Logger: log, Metrics: m})
 	if err != nil {
 		return err
 	}

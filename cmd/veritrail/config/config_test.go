@@ -229,3 +229,26 @@ func TestConfigurationDocIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFormat: --log-format json writes JSON lines, text writes key=value lines, and another
+// value is refused.
+func TestLogFormat(t *testing.T) {
+	s := Defaults()
+	var out bytes.Buffer
+	for format, want := range map[string]string{"json": `{"time":`, "text": "time="} {
+		out.Reset()
+		s.LogFormat = format
+		log, err := s.Logger(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("hello", "tier", "ingest")
+		if !strings.HasPrefix(out.String(), want) || !strings.Contains(out.String(), "ingest") {
+			t.Errorf("%s: %q", format, out.String())
+		}
+	}
+	s.LogFormat = "xml"
+	if _, err := s.Logger(&out); err == nil {
+		t.Error("log-format xml accepted")
+	}
+}

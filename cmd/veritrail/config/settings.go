@@ -5,9 +5,12 @@
 package config
 
 import (
-	"github.com/veritrail/veritrail/ingest/limits"
+	"fmt"
+	"io"
 	"log/slog"
 	"time"
+
+	"github.com/veritrail/veritrail/ingest/limits"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
@@ -29,6 +32,8 @@ type Settings struct {
 	BaseURL         string        `koanf:"base-url" for:"serve ingest evaluate notify" help:"public base URL of html_url links (empty: http://ADDR)"`
 	ConsistencyWait time.Duration `koanf:"consistency-wait" for:"serve ingest evaluate notify" min:"0" help:"how long a read waits for the writes of its organization acknowledged before it to be applied"`
 	LogLevel        slog.Level    `koanf:"log-level" for:"serve ingest evaluate notify" help:"debug, info, warn or error"`
+	LogFormat       string        `koanf:"log-format" for:"serve ingest evaluate notify" help:"text or json: the format of every log line, the notifier plugins' included"`
+	AdminAddr       string        `koanf:"admin-addr" for:"evaluate notify" help:"listen address of /metrics, /livez and /readyz of the evaluate and notify tiers, e.g. 0.0.0.0:8081 (serve and ingest answer them on --addr); empty, the default: none, so that several processes share a machine without choosing ports"`
 
 	DataDir  string `koanf:"data-dir" for:"serve admin" help:"directory of the embedded mode's state, bus and attachments"`
 	Postgres string `koanf:"postgres" for:"ingest evaluate notify admin" help:"PostgreSQL DSN of the distributed mode, e.g. postgres://user@host:5432/veritrail (admin: the store to manage instead of --data-dir's)"`
@@ -70,7 +75,7 @@ type Settings struct {
 func Defaults() Settings {
 	l := limits.Default()
 	return Settings{
-		Addr: "127.0.0.1:8080", ConsistencyWait: ingest.DefaultConsistencyWait, LogLevel: slog.LevelInfo,
+		Addr: "127.0.0.1:8080", ConsistencyWait: ingest.DefaultConsistencyWait, LogLevel: slog.LevelInfo, LogFormat: "text",
 		DataDir:       "./veritrail-data",
 		KafkaClientID: kafkabus.DefaultClientID, KafkaPartitions: kafkabus.DefaultPartitions,
 		KafkaReplicationFactor: kafkabus.DefaultReplicationFactor,
@@ -81,6 +86,18 @@ func Defaults() Settings {
 		NotifyBudget: 15 * time.Minute, NotifyAttemptTimeout: 30 * time.Second, NotifyInitialBackoff: time.Second,
 		NotifyMaxBackoff: 2 * time.Minute, NotifyConcurrency: 16,
 	}
+}
+
+// Logger is the processes' logger: lines in --log-format at --log-level and above, to w.
+func (s Settings) Logger(w io.Writer) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: s.LogLevel}
+	switch s.LogFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log-format: %q is neither text nor json", s.LogFormat)
 }
 
 // Limits are the ingest tier's load limits the settings give.
@@ -97,7 +114,7 @@ func (s Settings) App(log *slog.Logger) app.Config {
 		baseURL = "http://" + s.Addr
 	}
 	return app.Config{
-		Addr: s.Addr, DataDir: s.DataDir, Postgres: s.Postgres,
+		Addr: s.Addr, AdminAddr: s.AdminAddr, DataDir: s.DataDir, Postgres: s.Postgres,
 		Kafka: kafkabus.Config{Brokers: s.KafkaBrokers, ConsumerGroup: s.KafkaConsumerGroup, ClientID: s.KafkaClientID,
 			Partitions: s.KafkaPartitions, ReplicationFactor: s.KafkaReplicationFactor},
 		Ingest: ingest.Config{BaseURL: baseURL, ConsistencyWait: s.ConsistencyWait, Limits: s.Limits()},

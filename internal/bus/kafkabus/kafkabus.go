@@ -304,3 +304,19 @@ func (e *topicEnsurer) ensure(ctx context.Context, topic string) error {
 	e.known[topic] = true
 	return nil
 }
+
+// Pinger tells whether the cluster of cfg answers and every partition of topics has a leader,
+// as Publisher.Ping does, for a process that only consumes (the notify tier's readiness).
+func Pinger(cfg Config, topics ...string) func(ctx context.Context) error {
+	cfg = cfg.withDefaults()
+	return func(ctx context.Context) error {
+		done := make(chan error, 1)
+		go func() { done <- ping(cfg, topics) }()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("kafkabus: ping: %w", ctx.Err())
+		}
+	}
+}

@@ -95,3 +95,20 @@ func (g *lagGate) ackedWindow(topic string, window []stored) {
 	}
 	g.acked(topic, n)
 }
+
+// behind returns how many messages of topic published here the group has not acked.
+func (g *lagGate) behind(topic string) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unacked[topic]
+}
+
+// Behind returns how many messages of topic published by this process the configured
+// LagGroup has not acknowledged yet (the evaluator's backlog, for metrics); 0 without a
+// LagGroup.
+func (b *Bus) Behind(topic string) int64 {
+	if b.st.lag == nil {
+		return 0
+	}
+	return b.st.lag.behind(topic)
+}

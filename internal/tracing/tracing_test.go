@@ -1,0 +1,65 @@
+package tracing
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestMetadataCarriesTheSpan: a span injected into a message's metadata is the remote parent
+// extracted from it; without a span nothing is written.
+func TestMetadataCarriesTheSpan(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	defer span.End()
+	md := message.Metadata{}
+	Inject(ctx, md)
+	got := trace.SpanContextFromContext(Extract(context.Background(), md))
+	if !got.IsRemote() || got.TraceID() != span.SpanContext().TraceID() || got.SpanID() != span.SpanContext().SpanID() {
+		t.Fatalf("extracted %v from %v, want the span %v", got, md, span.SpanContext())
+	}
+	empty := message.Metadata{}
+	Inject(context.Background(), empty)
+	if len(empty) != 0 {
+		t.Fatalf("no span, yet metadata %v", empty)
+	}
+}
+
+// TestOffUnlessConfigured: no OTLP endpoint, or an explicit off, gives no provider.
+func TestOffUnlessConfigured(t *testing.T) {
+	for _, env := range []map[string]string{
+		{},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "none"},
+	} {
+		tp, stop, err := FromEnv(context.Background(), func(k string) string { return env[k] })
+		if err != nil || tp != nil || stop(context.Background()) != nil {
+			t.Errorf("%v: provider %v, err %v", env, tp, err)
+		}
+	}
+	tp, stop, err := FromEnv(context.Background(), func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}[k]
+	})
+	if err != nil || tp == nil {
+		t.Fatalf("configured: provider %v, err %v", tp, err)
+	}
+	_ = stop(context.Background())
+}
+
+// BenchmarkTracedRequest is what tracing on costs ingest per write (sampling everything, an
+// in-memory exporter): the server span and the context written into the message's metadata.
+func BenchmarkTracedRequest(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+	tracer := tp.Tracer("bench")
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, span := tracer.Start(context.Background(), "createAttestation", trace.WithSpanKind(trace.SpanKindServer))
+		md := message.Metadata{}
+		Inject(ctx, md)
+		span.End()
+	}
+}
