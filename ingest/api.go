@@ -38,6 +38,7 @@ import (
 	"github.com/veritrail/veritrail/ingest/blobs"
 	"github.com/veritrail/veritrail/ingest/consistency"
 	"github.com/veritrail/veritrail/ingest/limits"
+	"github.com/veritrail/veritrail/ingest/web"
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/customtype"
@@ -234,6 +235,14 @@ func New(cfg Config, d Deps) *API {
 	a.registerNotifications()
 	a.registerPolicies()
 	a.registerAsserts()
+
+	// The web UI behind the html_urls, on the same authorization and read after write.
+	site, err := web.New(web.Config{BaseURL: cfg.BaseURL}, web.Deps{Store: d.Store, Auth: a.auth, Query: a.query, Log: d.Log,
+		Wait: func(ctx context.Context, p *Principal) { a.awaitWrites(ctx, p) }})
+	if err != nil {
+		panic(err) // the templates are compiled in, and web's tests parse them
+	}
+	site.Register(a.mux)
 
 	a.mux.Get("/ready", a.serveReady)
 	a.mux.Get("/live", serveLive)

@@ -1,0 +1,225 @@
+package app
+
+import (
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/veritrail/veritrail/internal/store"
+)
+
+// browser is a web UI client with its own cookies, as a person's browser is.
+type browser struct {
+	t    *testing.T
+	base string
+	http *http.Client
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, base: base, http: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+}
+
+// get fetches a page of the site (following redirects) and returns the answer's status, the
+// path it ended on and its body.
+func (b *browser) get(path string, header ...string) (int, string, string) {
+	b.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, b.base+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		b.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Request.URL.Path, string(body)
+}
+
+var csrfInput = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+// signIn fills in the sign-in form with key.
+func (b *browser) signIn(key string) {
+	b.t.Helper()
+	status, _, body := b.get("/sign-in")
+	m := csrfInput.FindStringSubmatch(body)
+	if status != http.StatusOK || m == nil {
+		b.t.Fatalf("sign-in form: %d %s", status, body)
+	}
+	resp, err := b.http.PostForm(b.base+"/sign-in", url.Values{"csrf_token": {m[1]}, "api_key": {key}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path == "/sign-in" {
+		page, _ := io.ReadAll(resp.Body)
+		b.t.Fatalf("sign in: %d at %s: %s", resp.StatusCode, resp.Request.URL.Path, page)
+	}
+}
+
+// htmlURLs collects every link to the web UI in an API answer: html_url fields, and any other
+// string under the base URL that is not an API path.
+func htmlURLs(t *testing.T, body []byte, into map[string]bool) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("answer is not JSON: %s", body)
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, c := range x {
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		case string:
+			if rest, ok := strings.CutPrefix(x, baseConfig().Ingest.BaseURL); ok && !strings.HasPrefix(rest, "/api/") {
+				into[rest] = true
+			}
+		}
+	}
+	walk(v)
+}
+
+// pageName is the name a page must show: the object's, the last segment of its path (a
+// snapshot's page names its environment).
+func pageName(t *testing.T, link string) string {
+	t.Helper()
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
+	name := segs[len(segs)-1]
+	if len(segs) >= 2 && segs[len(segs)-2] == "snapshots" {
+		name = segs[len(segs)-3]
+	}
+	n, err := url.PathUnescape(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestWebUICrawl runs a scenario through the API, collects every html_url the answers carry,
+// and opens each in the web UI: signed in, 200 with the object's name on the page; signed in
+// with a key of another organization, or sending it as a bearer token, 404; signed out, the
+// sign-in page.
+func TestWebUICrawl(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		p := policyKit{t, e.k}
+		k := e.k
+		p.flow("web")
+		// mystery runs without having been reported in a flow.
+		good, bad, mystery := fingerprint("ab12"), fingerprint("cd34"), fingerprint("ef56")
+		p.artifact("web", "t1", good, "web:1")
+		p.attest("web", "t1", "generic", "smoke", good, map[string]any{"is_compliant": true})
+		p.artifact("web", "t2", bad, "web:2")
+		p.attest("web", "t2", "generic", "smoke", bad, map[string]any{"is_compliant": false})
+		p.env("prod")
+		p.policy("prod-policy", policySchema+"artifacts:\n  attestations:\n    - name: smoke\n      type: generic\n", http.StatusCreated)
+		p.attach("prod", "prod-policy").want(t, http.StatusOK)
+		p.report("prod", map[string]string{"web:1": good, "web:2": bad, "mystery:1": mystery})
+		k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "SEC-1", "name": "Security review"}).
+			want(t, http.StatusCreated)
+
+		links := map[string]bool{}
+		for _, path := range []string{
+			"/flows/" + testOrg, "/flows/" + testOrg + "/web",
+			"/trails/" + testOrg + "?flow=web", "/trails/" + testOrg + "/web/t1", "/trails/" + testOrg + "/web/t2",
+			"/attestations/" + testOrg + "/web/trail/t1/smoke", "/attestations/" + testOrg,
+			"/artifacts/" + testOrg + "/web/fingerprint/" + good, "/artifacts/" + testOrg + "/web/fingerprint/" + bad,
+			"/artifacts/" + testOrg,
+			"/environments/" + testOrg, "/environments/" + testOrg + "/prod", "/environments/" + testOrg + "/prod/events",
+			"/snapshots/" + testOrg + "/prod/-1",
+			"/policies/" + testOrg, "/policies/" + testOrg + "/prod-policy",
+			"/controls/" + testOrg, "/controls/" + testOrg + "/SEC-1",
+			"/asserts/" + testOrg + "/fingerprint/" + good, "/asserts/" + testOrg + "/fingerprint/" + mystery + "?environment_name=prod",
+			"/asserts/" + testOrg + "/fingerprint/" + bad + "?environment_name=prod",
+		} {
+			htmlURLs(t, k.get(path).want(t, http.StatusOK).Body, links)
+		}
+		// Every form of html_url the API emits is among them.
+		var forms []string
+		for l := range links {
+			segs := strings.Split(strings.Trim(strings.SplitN(l, "?", 2)[0], "/"), "/")
+			form := segs[1 : len(segs)-1]
+			if len(form) > 0 && form[len(form)-1] == "snapshots" {
+				form = segs[1:2]
+				form = append(form, "snapshots")
+			}
+			forms = append(forms, strings.Join(form, "/"))
+		}
+		for _, want := range []string{"flows", "flows/web/trails", "flows/web/artifacts", "environments", "environments/snapshots",
+			"policies", "controls", "fingerprints"} {
+			if !slices.Contains(forms, want) {
+				t.Errorf("no html_url of the form %s among %v", want, slices.Sorted(func(yield func(string) bool) {
+					for l := range links {
+						if !yield(l) {
+							return
+						}
+					}
+				}))
+			}
+		}
+		if !slices.ContainsFunc(slices.Collect(func(yield func(string) bool) {
+			for l := range links {
+				if !yield(l) {
+					return
+				}
+			}
+		}), func(l string) bool { return strings.Contains(l, "?attestation_id=") }) {
+			t.Errorf("no attestation html_url among %v", links)
+		}
+
+		mine := newBrowser(t, e.base)
+		mine.signIn(testToken)
+		other := newBrowser(t, e.base)
+		otherKey := keySecret(t, e, "other", "viewer", store.RoleReader)
+		other.signIn(otherKey)
+		stranger := newBrowser(t, e.base)
+		for l := range links {
+			status, _, body := mine.get(l)
+			if name := html.EscapeString(pageName(t, l)); status != http.StatusOK || !strings.Contains(body, name) {
+				t.Errorf("%s signed in: %d, want 200 with %q on the page:\n%s", l, status, name, body)
+			}
+			if status, _, _ := other.get(l); status != http.StatusNotFound {
+				t.Errorf("%s with another organization's session: %d, want 404", l, status)
+			}
+			if status, _, _ := stranger.get(l, "Authorization", "Bearer "+otherKey); status != http.StatusNotFound {
+				t.Errorf("%s with another organization's key as a bearer token: %d, want 404", l, status)
+			}
+			if status, at, _ := stranger.get(l); status != http.StatusOK || at != "/sign-in" {
+				t.Errorf("%s signed out: %d at %s, want the sign-in page", l, status, at)
+			}
+		}
+		// The non-compliant artifact's environment page says why: the failing rule's reason.
+		if _, _, body := mine.get("/" + testOrg + "/environments/prod"); !strings.Contains(body, "Non-compliant") ||
+			!strings.Contains(body, "prod-policy") {
+			t.Errorf("environment page without the failing verdict:\n%s", body)
+		}
+	})
+}
