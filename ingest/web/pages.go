@@ -316,12 +316,15 @@ func decodeSnapshot(s store.Snapshot) ([]snapArtifact, error) {
 }
 
 type environmentData struct {
-	Org       string
-	Env       store.Environment
-	Snapshot  *store.Snapshot
-	Artifacts []snapArtifact
-	Policies  []store.AttachedPolicy
-	Snapshots []int // the indexes of the latest snapshots, newest first
+	Org         string
+	Env         store.Environment
+	Snapshot    *store.Snapshot
+	Artifacts   []snapArtifact
+	Policies    []store.AttachedPolicy
+	Snapshots   []int // the indexes of the latest snapshots, newest first
+	Chart       chart
+	Events      []envEvent
+	EventPaging paging
 }
 
 func (s *Site) environmentPage(c *call) (string, string, any, error) {
@@ -336,7 +339,7 @@ func (s *Site) environmentPage(c *call) (string, string, any, error) {
 	}
 	snap, err := s.store.LatestSnapshot(ctx, e.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		return "environment", e.Name, d, nil
+		return "environment", e.Name, d, s.environmentExtras(c, &d)
 	}
 	if err != nil {
 		return "", "", nil, fmt.Errorf("load latest snapshot: %w", err)
@@ -349,6 +352,9 @@ func (s *Site) environmentPage(c *call) (string, string, any, error) {
 		d.Snapshots = append(d.Snapshots, i)
 	}
 	if err := s.judged(c, e, d.Artifacts); err != nil {
+		return "", "", nil, err
+	}
+	if err := s.environmentExtras(c, &d); err != nil {
 		return "", "", nil, err
 	}
 	return "environment", e.Name, d, nil

@@ -149,6 +149,24 @@ var funcs = template.FuncMap{
 	"state":   stateOf,
 	"verdict": verdictOf,
 	"add":     func(a, b int) int { return a + b },
+	"dict":    dict,
+}
+
+// dict makes a map of its arguments taken in pairs (name, value): several values for a
+// template called with one.
+func dict(kv ...any) (map[string]any, error) {
+	if len(kv)%2 != 0 {
+		return nil, errors.New("dict: odd number of arguments")
+	}
+	m := make(map[string]any, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		k, ok := kv[i].(string)
+		if !ok {
+			return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+		}
+		m[k] = kv[i+1]
+	}
+	return m, nil
 }
 
 // formatTime shows a Unix time in seconds as UTC; the absolute ISO form goes in a datetime

@@ -136,6 +136,7 @@ func (s *Site) Register(r chi.Router) {
 	r.Get("/{org}/flows/{flow}/artifacts/{fp}", s.page(s.artifactPage))
 	r.Get("/{org}/environments/{env}", s.page(s.environmentPage))
 	r.Get("/{org}/environments/{env}/snapshots/{index}", s.page(s.snapshotPage))
+	r.Get("/{org}/environments/{env}/diff", s.page(s.diffPage))
 	r.Get("/{org}/policies/{policy}", s.page(s.policyPage))
 	r.Get("/{org}/controls/{control}", s.page(s.controlPage))
 	r.Get("/{org}/fingerprints/{fp}", s.page(s.fingerprintPage))

@@ -142,6 +142,7 @@ func TestWebUICrawl(t *testing.T) {
 		p.env("prod")
 		p.policy("prod-policy", policySchema+"artifacts:\n  attestations:\n    - name: smoke\n      type: generic\n", http.StatusCreated)
 		p.attach("prod", "prod-policy").want(t, http.StatusOK)
+		p.report("prod", map[string]string{"web:1": good})
 		p.report("prod", map[string]string{"web:1": good, "web:2": bad, "mystery:1": mystery})
 		k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "SEC-1", "name": "Security review"}).
 			want(t, http.StatusCreated)
@@ -220,6 +221,17 @@ func TestWebUICrawl(t *testing.T) {
 		if _, _, body := mine.get("/" + testOrg + "/environments/prod"); !strings.Contains(body, "Non-compliant") ||
 			!strings.Contains(body, "prod-policy") {
 			t.Errorf("environment page without the failing verdict:\n%s", body)
+		} else if !strings.Contains(body, "<svg") || !strings.Contains(body, "Of the last 2 snapshots") || !strings.Contains(body, "web:2") {
+			t.Errorf("environment page without its chart or event log:\n%s", body)
+		}
+		// The diff of the two snapshots: web:2 and mystery:1 started in the second.
+		status, _, body := mine.get("/" + testOrg + "/environments/prod/diff?from=1&to=2")
+		before, only2, found := strings.Cut(body, "Only in prod#2")
+		if status != http.StatusOK || !found || !strings.Contains(only2, bad[:12]) || strings.Contains(before, bad[:12]) {
+			t.Errorf("diff: %d\n%s", status, body)
+		}
+		if status, _, _ := other.get("/" + testOrg + "/environments/prod/diff"); status != http.StatusNotFound {
+			t.Errorf("diff with another organization's session: %d, want 404", status)
 		}
 	})
 }
