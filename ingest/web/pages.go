@@ -423,6 +423,12 @@ type policyData struct {
 	Policy       store.Policy
 	Latest       store.PolicyVersion
 	Environments []string
+	// AllEnvironments are the organization's environments, for the what-if form.
+	AllEnvironments  []string
+	Rego             string
+	DiffFrom, DiffTo int
+	Diff             []diffLine
+	WhatIf           *whatIf
 }
 
 func (s *Site) policyPage(c *call) (string, string, any, error) {
@@ -437,9 +443,12 @@ func (s *Site) policyPage(c *call) (string, string, any, error) {
 	}
 	versions := slices.Clone(p.Versions)
 	slices.Reverse(versions) // newest first
-	latest := p.Latest()
-	p.Versions = versions
-	return "policy", p.Name, policyData{Policy: p, Latest: latest, Environments: envs}, nil
+	d := policyData{Policy: p, Latest: p.Latest(), Environments: envs}
+	if err := s.policyExtras(c, p, &d); err != nil {
+		return "", "", nil, err
+	}
+	d.Policy.Versions = versions
+	return "policy", p.Name, d, nil
 }
 
 func (s *Site) controlPage(c *call) (string, string, any, error) {

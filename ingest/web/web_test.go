@@ -233,3 +233,13 @@ func TestStateIsNotColourAlone(t *testing.T) {
 		}
 	}
 }
+
+func TestLineDiff(t *testing.T) {
+	var got []string
+	for _, l := range lineDiff("a\nb\nc\nd", "a\nc\nd\ne") {
+		got = append(got, l.Op+l.Text)
+	}
+	if want := []string{" a", "-b", " c", " d", "+e"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("lineDiff = %v, want %v", got, want)
+	}
+}

@@ -230,6 +230,12 @@ func TestWebUICrawl(t *testing.T) {
 		if status != http.StatusOK || !found || !strings.Contains(only2, bad[:12]) || strings.Contains(before, bad[:12]) {
 			t.Errorf("diff: %d\n%s", status, body)
 		}
+		// What if: the policy judges prod's latest snapshot on request; web:2 fails its smoke test.
+		status, _, body = mine.get("/" + testOrg + "/policies/prod-policy?environment=prod&version=1")
+		if _, answer, _ := strings.Cut(body, "artifacts would fail"); status != http.StatusOK || !strings.Contains(answer, bad[:12]) ||
+			!strings.Contains(body, "The Rego it compiles to") {
+			t.Errorf("what-if: %d\n%s", status, body)
+		}
 		if status, _, _ := other.get("/" + testOrg + "/environments/prod/diff"); status != http.StatusNotFound {
 			t.Errorf("diff with another organization's session: %d, want 404", status)
 		}
