@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/envpolicy"
@@ -82,6 +83,15 @@ type expected struct {
 	Status          string `json:"status"`
 	IsCompliant     *bool  `json:"is_compliant"`
 	Unexpected      bool   `json:"unexpected"`
+}
+
+// State is the expected attestation's state: missing, else whether it complies (its status
+// says only that it was reported).
+func (e expected) State() state {
+	if strings.EqualFold(e.Status, "MISSING") || e.IsCompliant == nil {
+		return stateOf(e.Status)
+	}
+	return verdictOf(e.IsCompliant)
 }
 
 type artifactSlot struct {

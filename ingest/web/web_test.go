@@ -243,3 +243,19 @@ func TestLineDiff(t *testing.T) {
 		t.Fatalf("lineDiff = %v, want %v", got, want)
 	}
 }
+
+func TestExpectedAttestationState(t *testing.T) {
+	no, yes := false, true
+	for _, tc := range []struct {
+		e    expected
+		want string
+	}{
+		{expected{Status: "MISSING"}, "Missing"},
+		{expected{Status: "COMPLETE", IsCompliant: &no}, "Non-compliant"},
+		{expected{Status: "COMPLETE", IsCompliant: &yes}, "Compliant"},
+	} {
+		if got := tc.e.State().Word; got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.e, got, tc.want)
+		}
+	}
+}

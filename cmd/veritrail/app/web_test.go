@@ -130,22 +130,8 @@ func pageName(t *testing.T, link string) string {
 // sign-in page.
 func TestWebUICrawl(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e env) {
-		p := policyKit{t, e.k}
 		k := e.k
-		p.flow("web")
-		// mystery runs without having been reported in a flow.
-		good, bad, mystery := fingerprint("ab12"), fingerprint("cd34"), fingerprint("ef56")
-		p.artifact("web", "t1", good, "web:1")
-		p.attest("web", "t1", "generic", "smoke", good, map[string]any{"is_compliant": true})
-		p.artifact("web", "t2", bad, "web:2")
-		p.attest("web", "t2", "generic", "smoke", bad, map[string]any{"is_compliant": false})
-		p.env("prod")
-		p.policy("prod-policy", policySchema+"artifacts:\n  attestations:\n    - name: smoke\n      type: generic\n", http.StatusCreated)
-		p.attach("prod", "prod-policy").want(t, http.StatusOK)
-		p.report("prod", map[string]string{"web:1": good})
-		p.report("prod", map[string]string{"web:1": good, "web:2": bad, "mystery:1": mystery})
-		k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "SEC-1", "name": "Security review"}).
-			want(t, http.StatusCreated)
+		good, bad, mystery := webScenario(t, k)
 
 		links := map[string]bool{}
 		for _, path := range []string{
@@ -240,4 +226,27 @@ func TestWebUICrawl(t *testing.T) {
 			t.Errorf("diff with another organization's session: %d, want 404", status)
 		}
 	})
+}
+
+// webScenario runs through the API what the web UI tests look at: a flow with a compliant
+// artifact (good) and a non-compliant one (bad), an environment with a policy that runs both
+// and one never reported in a flow (mystery), in two snapshots; a control.
+func webScenario(t *testing.T, k *kosli) (good, bad, mystery string) {
+	t.Helper()
+	p := policyKit{t, k}
+	p.flow("web")
+	// mystery runs without having been reported in a flow.
+	good, bad, mystery = fingerprint("ab12"), fingerprint("cd34"), fingerprint("ef56")
+	p.artifact("web", "t1", good, "web:1")
+	p.attest("web", "t1", "generic", "smoke", good, map[string]any{"is_compliant": true})
+	p.artifact("web", "t2", bad, "web:2")
+	p.attest("web", "t2", "generic", "smoke", bad, map[string]any{"is_compliant": false})
+	p.env("prod")
+	p.policy("prod-policy", policySchema+"artifacts:\n  attestations:\n    - name: smoke\n      type: generic\n", http.StatusCreated)
+	p.attach("prod", "prod-policy").want(t, http.StatusOK)
+	p.report("prod", map[string]string{"web:1": good})
+	p.report("prod", map[string]string{"web:1": good, "web:2": bad, "mystery:1": mystery})
+	k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "SEC-1", "name": "Security review"}).
+		want(t, http.StatusCreated)
+	return good, bad, mystery
 }
