@@ -125,6 +125,8 @@ type trailData struct {
 	ArtifactSlot map[string]artifactSlot
 	Events       []trailEvent
 	Selected     string // the attestation_id of the link followed
+	// Anonymous readers of a public organization see no attestations, as in the API.
+	Anonymous bool
 }
 
 func (s *Site) trailPage(c *call) (string, string, any, error) {
@@ -137,15 +139,21 @@ func (s *Site) trailPage(c *call) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, notFound("look up trail", err)
 	}
+	arts, err := s.store.TrailArtifacts(ctx, t.ID)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("list artifacts: %w", err)
+	}
+	doc := decodeCompliance(t.Compliance)
+	d := trailData{Flow: f, Trail: t, Artifacts: arts, Expected: doc.AttestationsStatuses, ArtifactSlot: doc.ArtifactsStatuses,
+		Selected: c.r.URL.Query().Get("attestation_id"), Anonymous: c.p.Anonymous}
+	if c.p.Anonymous {
+		return "trail", t.Name, d, nil
+	}
 	atts, err := s.store.TrailAttestations(ctx, t.ID)
 	if err != nil {
 		return "", "", nil, fmt.Errorf("list attestations: %w", err)
 	}
 	slices.Reverse(atts) // newest first
-	arts, err := s.store.TrailArtifacts(ctx, t.ID)
-	if err != nil {
-		return "", "", nil, fmt.Errorf("list artifacts: %w", err)
-	}
 	raw, err := s.store.TrailEvents(ctx, t.ID)
 	if err != nil {
 		return "", "", nil, fmt.Errorf("list trail events: %w", err)
@@ -160,9 +168,8 @@ func (s *Site) trailPage(c *call) (string, string, any, error) {
 			events = append(events, ev)
 		}
 	}
-	doc := decodeCompliance(t.Compliance)
-	return "trail", t.Name, trailData{Flow: f, Trail: t, Attestations: atts, Artifacts: arts, Expected: doc.AttestationsStatuses,
-		ArtifactSlot: doc.ArtifactsStatuses, Events: events, Selected: c.r.URL.Query().Get("attestation_id")}, nil
+	d.Attestations, d.Events = atts, events
+	return "trail", t.Name, d, nil
 }
 
 // envVerdict is an artifact's verdict in one environment where it runs, with each policy's rule
@@ -201,6 +208,7 @@ type artifactData struct {
 	Slot         *artifactSlot
 	Attestations []store.Attestation
 	Running      []envVerdict
+	Anonymous    bool
 }
 
 func (s *Site) artifactPage(c *call) (string, string, any, error) {
@@ -232,16 +240,18 @@ func (s *Site) artifactPage(c *call) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, notFound("look up trail", err)
 	}
-	d := artifactData{Flow: f, Artifact: *art, Trail: t}
+	d := artifactData{Flow: f, Artifact: *art, Trail: t, Anonymous: c.p.Anonymous}
 	for _, slot := range decodeCompliance(t.Compliance).ArtifactsStatuses {
 		if slot.ArtifactFingerprint != nil && *slot.ArtifactFingerprint == fp {
 			d.Slot = &slot
 			break
 		}
 	}
-	atts, err := s.store.TrailAttestations(ctx, t.ID)
-	if err != nil {
-		return "", "", nil, fmt.Errorf("list attestations: %w", err)
+	var atts []store.Attestation
+	if !c.p.Anonymous {
+		if atts, err = s.store.TrailAttestations(ctx, t.ID); err != nil {
+			return "", "", nil, fmt.Errorf("list attestations: %w", err)
+		}
 	}
 	for _, a := range atts {
 		if a.ArtifactFingerprint == fp || (a.TargetArtifact != "" && a.TargetArtifact == art.TemplateName) {

@@ -49,37 +49,20 @@ func notFound(what string, err error) error {
 // pageFunc reads what a page shows: its template, title and data.
 type pageFunc func(c *call) (tmpl, title string, data any, err error)
 
+// Whether a page is readable by anyone in a public organization.
+const (
+	public  = true
+	private = false
+)
+
 // page authorizes a page of the organization in the path the way the API authorizes its reads,
 // waits for the organization's writes in flight, and renders what f read.
-func (s *Site) page(f pageFunc) http.HandlerFunc {
+func (s *Site) page(public bool, f pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		org := param(r, "org")
-		sess, signedIn := s.current(r)
-		header := r.Header.Get("Authorization")
-		if header == "" && signedIn {
-			header = "Bearer " + sess.secret
-		}
-		p, err := s.auth.Authenticate(r.Context(), header, org, true)
-		switch {
-		case errors.Is(err, auth.ErrNoKey):
-			// The same answer whether or not the organization exists.
-			http.Redirect(w, r, "/sign-in?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
-			return
-		case errors.Is(err, auth.ErrInvalidKey), errors.Is(err, auth.ErrExpiredKey):
-			s.signedOut(w, r)
-			return
-		case errors.Is(err, auth.ErrDenied):
-			s.notFoundPage(w, signedIn, sess)
-			return
-		case err != nil:
-			s.fail(w, r, "authenticate", err)
+		p, sess, signedIn, ok := s.authorize(w, r, public)
+		if !ok {
 			return
 		}
-		if !p.Anonymous && !auth.Allows(p.Role, auth.PrivRead) {
-			s.notFoundPage(w, signedIn, sess)
-			return
-		}
-		s.wait(r.Context(), p)
 		c := &call{r: r, p: p, sess: sess, signedIn: signedIn}
 		tmpl, title, data, err := f(c)
 		if errors.Is(err, errNotFound) {
@@ -92,6 +75,39 @@ func (s *Site) page(f pageFunc) http.HandlerFunc {
 		}
 		s.render(w, http.StatusOK, tmpl, view{Title: title, Org: p.Org.Name, SignedIn: signedIn, CSRF: sess.csrf, Data: data})
 	}
+}
+
+// authorize resolves the caller of a request in the organization of its path (public: an
+// anonymous reader of a public organization will do), or answers and reports false.
+func (s *Site) authorize(w http.ResponseWriter, r *http.Request, public bool) (*auth.Principal, session, bool, bool) {
+	org := param(r, "org")
+	sess, signedIn := s.current(r)
+	header := r.Header.Get("Authorization")
+	if header == "" && signedIn {
+		header = "Bearer " + sess.secret
+	}
+	p, err := s.auth.Authenticate(r.Context(), header, org, public)
+	switch {
+	case errors.Is(err, auth.ErrNoKey):
+		// The same answer whether or not the organization exists.
+		http.Redirect(w, r, "/sign-in?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return nil, sess, signedIn, false
+	case errors.Is(err, auth.ErrInvalidKey), errors.Is(err, auth.ErrExpiredKey):
+		s.signedOut(w, r)
+		return nil, sess, signedIn, false
+	case errors.Is(err, auth.ErrDenied):
+		s.notFoundPage(w, signedIn, sess)
+		return nil, sess, signedIn, false
+	case err != nil:
+		s.fail(w, r, "authenticate", err)
+		return nil, sess, signedIn, false
+	}
+	if !p.Anonymous && !auth.Allows(p.Role, auth.PrivRead) {
+		s.notFoundPage(w, signedIn, sess)
+		return nil, sess, signedIn, false
+	}
+	s.wait(r.Context(), p)
+	return p, sess, signedIn, true
 }
 
 // render writes a page, buffered so that a template error is a 500, not half a page.

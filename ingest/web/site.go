@@ -22,6 +22,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/veritrail/veritrail/ingest/auth"
+	"github.com/veritrail/veritrail/ingest/blobs"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/policyquery"
 )
@@ -55,6 +56,8 @@ type Deps struct {
 	// read after write); nil waits for nothing.
 	Wait func(ctx context.Context, p *auth.Principal)
 	Log  *slog.Logger
+	// Blobs holds the attestations' evidence files, which trail pages offer to download.
+	Blobs blobs.Store
 }
 
 // Site is the web UI.
@@ -65,6 +68,7 @@ type Site struct {
 	query    *policyquery.Querier
 	wait     func(ctx context.Context, p *auth.Principal)
 	log      *slog.Logger
+	blobs    blobs.Store
 	sessions *sessions
 	pages    map[string]*template.Template
 	secure   bool
@@ -89,7 +93,7 @@ func New(cfg Config, d Deps) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Site{cfg: cfg, store: d.Store, auth: d.Auth, query: d.Query, wait: d.Wait, log: d.Log,
+	return &Site{cfg: cfg, store: d.Store, auth: d.Auth, query: d.Query, wait: d.Wait, log: d.Log, blobs: d.Blobs,
 		sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL), pages: pages,
 		secure: strings.HasPrefix(strings.ToLower(cfg.BaseURL), "https://"),
 		csrf:   http.NewCrossOriginProtection()}, nil
@@ -130,16 +134,20 @@ func (s *Site) Register(r chi.Router) {
 	r.Get("/sign-in", s.signInForm)
 	r.Method(http.MethodPost, "/sign-in", s.protect(s.signIn))
 	r.Method(http.MethodPost, "/sign-out", s.protect(s.signOut))
-	r.Get("/{org}", s.page(s.orgPage))
-	r.Get("/{org}/flows/{flow}", s.page(s.flowPage))
-	r.Get("/{org}/flows/{flow}/trails/{trail}", s.page(s.trailPage))
-	r.Get("/{org}/flows/{flow}/artifacts/{fp}", s.page(s.artifactPage))
-	r.Get("/{org}/environments/{env}", s.page(s.environmentPage))
-	r.Get("/{org}/environments/{env}/snapshots/{index}", s.page(s.snapshotPage))
-	r.Get("/{org}/environments/{env}/diff", s.page(s.diffPage))
-	r.Get("/{org}/policies/{policy}", s.page(s.policyPage))
-	r.Get("/{org}/controls/{control}", s.page(s.controlPage))
-	r.Get("/{org}/fingerprints/{fp}", s.page(s.fingerprintPage))
+	// Public pages show what the API's public operations show (auth.PublicOperation) and are
+	// readable signed out in a public organization; the others need a key of the organization
+	// there too, as the API's policies, controls, asserts and attestations do.
+	r.Get("/{org}", s.page(public, s.orgPage))
+	r.Get("/{org}/flows/{flow}", s.page(public, s.flowPage))
+	r.Get("/{org}/flows/{flow}/trails/{trail}", s.page(public, s.trailPage))
+	r.Get("/{org}/flows/{flow}/trails/{trail}/evidence/{id}", s.evidence)
+	r.Get("/{org}/flows/{flow}/artifacts/{fp}", s.page(public, s.artifactPage))
+	r.Get("/{org}/environments/{env}", s.page(public, s.environmentPage))
+	r.Get("/{org}/environments/{env}/snapshots/{index}", s.page(public, s.snapshotPage))
+	r.Get("/{org}/environments/{env}/diff", s.page(public, s.diffPage))
+	r.Get("/{org}/policies/{policy}", s.page(private, s.policyPage))
+	r.Get("/{org}/controls/{control}", s.page(private, s.controlPage))
+	r.Get("/{org}/fingerprints/{fp}", s.page(private, s.fingerprintPage))
 }
 
 // cacheAssets lets browsers keep the assets for an hour: they change only with the binary.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"html"
 	"io"
@@ -216,6 +217,21 @@ func TestWebUICrawl(t *testing.T) {
 		if status != http.StatusOK || !found || !strings.Contains(only2, bad[:12]) || strings.Contains(before, bad[:12]) {
 			t.Errorf("diff: %d\n%s", status, body)
 		}
+		// The evidence file of an attestation downloads from its trail's page, with the session only.
+		_, _, body = mine.get("/" + testOrg + "/flows/web/trails/t1")
+		m := regexp.MustCompile(`href="(/` + testOrg + `/flows/web/trails/t1/evidence/[^"]+)"`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("no evidence link on the trail page:\n%s", body)
+		}
+		if status, _, file := mine.get(m[1]); status != http.StatusOK || file != "the build log" {
+			t.Errorf("evidence: %d %q", status, file)
+		}
+		if status, _, _ := other.get(m[1]); status != http.StatusNotFound {
+			t.Errorf("evidence with another organization's session: %d, want 404", status)
+		}
+		if status, at, _ := stranger.get(m[1]); status != http.StatusOK || at != "/sign-in" {
+			t.Errorf("evidence signed out: %d at %s, want the sign-in page", status, at)
+		}
 		// What if: the policy judges prod's latest snapshot on request; web:2 fails its smoke test.
 		status, _, body = mine.get("/" + testOrg + "/policies/prod-policy?environment=prod&version=1")
 		if _, answer, _ := strings.Cut(body, "artifacts would fail"); status != http.StatusOK || !strings.Contains(answer, bad[:12]) ||
@@ -224,6 +240,22 @@ func TestWebUICrawl(t *testing.T) {
 		}
 		if status, _, _ := other.get("/" + testOrg + "/environments/prod/diff"); status != http.StatusNotFound {
 			t.Errorf("diff with another organization's session: %d, want 404", status)
+		}
+
+		// A public organization: its flows, trails, artifacts and environments are readable signed out
+		// (the attestations and their evidence are not, as in the API); its policies still need a key.
+		if err := e.store.SetOrgPublic(context.Background(), mustOrg(t, e.store, testOrg).ID, true); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{"/" + testOrg, "/" + testOrg + "/flows/web", "/" + testOrg + "/flows/web/trails/t1",
+			"/" + testOrg + "/flows/web/artifacts/" + bad, "/" + testOrg + "/environments/prod"} {
+			status, at, body := stranger.get(path)
+			if status != http.StatusOK || at != path || strings.Contains(body, "/evidence/") || strings.Contains(body, "build.log") {
+				t.Errorf("%s of a public organization signed out: %d at %s:\n%s", path, status, at, body)
+			}
+		}
+		if status, at, _ := stranger.get("/" + testOrg + "/policies/prod-policy"); status != http.StatusOK || at != "/sign-in" {
+			t.Errorf("policy of a public organization signed out: %d at %s, want the sign-in page", status, at)
 		}
 	})
 }
@@ -239,6 +271,9 @@ func webScenario(t *testing.T, k *kosli) (good, bad, mystery string) {
 	good, bad, mystery = fingerprint("ab12"), fingerprint("cd34"), fingerprint("ef56")
 	p.artifact("web", "t1", good, "web:1")
 	p.attest("web", "t1", "generic", "smoke", good, map[string]any{"is_compliant": true})
+	k.multipart(http.MethodPost, "/attestations/"+testOrg+"/web/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "build-log", "is_compliant": true, "user_data": map[string]any{}},
+		file{"attachment_file", "build.log", []byte("the build log")}).want(t, http.StatusCreated)
 	p.artifact("web", "t2", bad, "web:2")
 	p.attest("web", "t2", "generic", "smoke", bad, map[string]any{"is_compliant": false})
 	p.env("prod")
