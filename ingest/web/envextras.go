@@ -71,7 +71,7 @@ func (s *Site) environmentExtras(c *call, d *environmentData) error {
 		}
 		d.Chart = newChart(snaps)
 	}
-	page := c.page()
+	page := c.pageParam("events")
 	events, total, err := s.store.EnvEvents(ctx, d.Env.ID, store.EventFilter{Page: store.Page{Page: page, PerPage: perPage}})
 	if err != nil {
 		return fmt.Errorf("list environment events: %w", err)
@@ -90,7 +90,7 @@ func (s *Site) environmentExtras(c *call, d *environmentData) error {
 		}
 		d.Events = append(d.Events, ev)
 	}
-	d.EventPaging = newPaging(c.r, total)
+	d.EventPaging = c.paging("events", perPage, total)
 	return nil
 }
 

@@ -16,19 +16,23 @@ import (
 // perPage is the length of a page of a long list.
 const perPage = 50
 
-// paging is a window of a long list and the links around it.
+// paging is a window of a long list and the links around it; Param is the query parameter
+// that names the page (a page may page two lists).
 type paging struct {
+	Param             string
 	Page, Total, Last int
 }
 
-func newPaging(r interface{ FormValue(string) string }, total int) paging {
-	p, _ := strconv.Atoi(r.FormValue("page"))
-	last := max(1, (total+perPage-1)/perPage)
-	return paging{Page: min(max(p, 1), last), Total: total, Last: last}
+// newPaging is the window of total items the query's param asks for, size items a page.
+func (c *call) paging(param string, size, total int) paging {
+	p, _ := strconv.Atoi(c.r.URL.Query().Get(param))
+	last := max(1, (total+size-1)/size)
+	return paging{Param: param, Page: min(max(p, 1), last), Total: total, Last: last}
 }
 
-func (c *call) page() int {
-	p, _ := strconv.Atoi(c.r.URL.Query().Get("page"))
+// pageParam is the page of a list the query's param asks for (1 when absent).
+func (c *call) pageParam(param string) int {
+	p, _ := strconv.Atoi(c.r.URL.Query().Get(param))
 	return max(p, 1)
 }
 
@@ -61,13 +65,13 @@ func (s *Site) flowPage(c *call) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, notFound("look up flow", err)
 	}
-	page := c.page()
+	page := c.pageParam("page")
 	trails, total, err := s.store.ListTrails(c.ctx(), c.p.Org.ID, store.TrailFilter{FlowIDs: []string{f.ID},
 		Page: store.Page{Page: page, PerPage: perPage}})
 	if err != nil {
 		return "", "", nil, fmt.Errorf("list trails: %w", err)
 	}
-	return "flow", f.Name, flowData{Flow: f, Trails: trails, Paging: newPaging(c.r, total)}, nil
+	return "flow", f.Name, flowData{Flow: f, Trails: trails, Paging: c.paging("page", perPage, total)}, nil
 }
 
 // complianceDoc is the part of a trail's evaluated compliance document the pages show.
@@ -345,6 +349,10 @@ type environmentData struct {
 	Chart       chart
 	Events      []envEvent
 	EventPaging paging
+	// ArtifactPaging pages the latest snapshot's artifacts; NonCompliant counts them all.
+	ArtifactPaging paging
+	ArtifactCount  int
+	NonCompliant   int
 }
 
 func (s *Site) environmentPage(c *call) (string, string, any, error) {
@@ -365,14 +373,24 @@ func (s *Site) environmentPage(c *call) (string, string, any, error) {
 		return "", "", nil, fmt.Errorf("load latest snapshot: %w", err)
 	}
 	d.Snapshot = &snap
-	if d.Artifacts, err = decodeSnapshot(snap); err != nil {
+	all, err := decodeSnapshot(snap)
+	if err != nil {
 		return "", "", nil, err
 	}
+	d.ArtifactCount = len(all)
+	d.ArtifactPaging = c.paging("artifacts", artifactsPerPage, len(all))
+	from := (d.ArtifactPaging.Page - 1) * artifactsPerPage
+	d.Artifacts = all[from:min(len(all), from+artifactsPerPage)]
 	for i := snap.Index; i >= max(1, snap.Index-19); i-- {
 		d.Snapshots = append(d.Snapshots, i)
 	}
 	if err := s.judged(c, e, d.Artifacts); err != nil {
 		return "", "", nil, err
+	}
+	if e.State != nil {
+		if d.NonCompliant, err = s.store.NonCompliantVerdicts(ctx, e.ID); err != nil {
+			return "", "", nil, fmt.Errorf("count non-compliant artifacts: %w", err)
+		}
 	}
 	if err := s.environmentExtras(c, &d); err != nil {
 		return "", "", nil, err
@@ -380,13 +398,23 @@ func (s *Site) environmentPage(c *call) (string, string, any, error) {
 	return "environment", e.Name, d, nil
 }
 
+// artifactsPerPage is how many artifacts of a snapshot a page shows.
+const artifactsPerPage = 100
+
 // judged adds to the latest snapshot's artifacts their verdicts with each policy's rule
 // evaluations: the reason an artifact does or does not comply.
 func (s *Site) judged(c *call, e store.Environment, arts []snapArtifact) error {
 	ctx := c.ctx()
-	verdicts, err := s.store.Verdicts(ctx, e.ID, nil)
-	if err != nil || len(verdicts) == 0 {
-		return err
+	if e.State == nil || len(arts) == 0 {
+		return nil // no policy decides
+	}
+	fps := make([]string, len(arts))
+	for i, a := range arts {
+		fps[i] = a.Fingerprint
+	}
+	verdicts, err := s.store.Verdicts(ctx, e.ID, fps)
+	if err != nil {
+		return fmt.Errorf("load verdicts: %w", err)
 	}
 	hashes := make([]string, 0, len(verdicts))
 	byKey := make(map[store.VerdictKey]*store.Verdict, len(verdicts))

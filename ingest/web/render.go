@@ -166,6 +166,7 @@ var funcs = template.FuncMap{
 	"verdict": verdictOf,
 	"add":     func(a, b int) int { return a + b },
 	"dict":    dict,
+	"deref":   func(b *bool) bool { return b != nil && *b },
 }
 
 // dict makes a map of its arguments taken in pairs (name, value): several values for a
