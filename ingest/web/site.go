@@ -148,6 +148,7 @@ func (s *Site) Register(r chi.Router) {
 	r.Get("/{org}/policies/{policy}", s.page(private, s.policyPage))
 	r.Get("/{org}/controls/{control}", s.page(private, s.controlPage))
 	r.Get("/{org}/fingerprints/{fp}", s.page(private, s.fingerprintPage))
+	r.Get("/{org}/search", s.page(private, s.searchPage))
 }
 
 // cacheAssets lets browsers keep the assets for an hour: they change only with the binary.

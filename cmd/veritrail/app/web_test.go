@@ -232,6 +232,14 @@ func TestWebUICrawl(t *testing.T) {
 		if status, at, _ := stranger.get(m[1]); status != http.StatusOK || at != "/sign-in" {
 			t.Errorf("evidence signed out: %d at %s, want the sign-in page", status, at)
 		}
+		// Search by the start of a fingerprint.
+		status, _, body = mine.get("/" + testOrg + "/search?q=" + bad[:6])
+		if status != http.StatusOK || !strings.Contains(body, "web:2") || strings.Contains(body, "web:1") {
+			t.Errorf("search: %d\n%s", status, body)
+		}
+		if status, _, _ := other.get("/" + testOrg + "/search?q=" + bad[:6]); status != http.StatusNotFound {
+			t.Errorf("search with another organization's session: %d, want 404", status)
+		}
 		// What if: the policy judges prod's latest snapshot on request; web:2 fails its smoke test.
 		status, _, body = mine.get("/" + testOrg + "/policies/prod-policy?environment=prod&version=1")
 		if _, answer, _ := strings.Cut(body, "artifacts would fail"); status != http.StatusOK || !strings.Contains(answer, bad[:12]) ||
