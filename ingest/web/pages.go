@@ -40,7 +40,19 @@ type orgData struct {
 	Flows        []store.Flow
 	FlowCount    int
 	Environments []store.Environment
+	// Failing are the non-compliant trails among the organization's latest, newest first.
+	Failing   []failingTrail
+	FlowNames map[string]string
 }
+
+type failingTrail struct {
+	Flow  string
+	Trail store.Trail
+}
+
+// recentTrails is how many of the latest trails the organization page looks through for
+// non-compliant ones.
+const recentTrails = 200
 
 func (s *Site) orgPage(c *call) (string, string, any, error) {
 	flows, n, err := s.store.ListFlows(c.ctx(), c.p.Org.ID, store.FlowFilter{Page: store.Page{Page: 1, PerPage: 200}})
@@ -51,7 +63,33 @@ func (s *Site) orgPage(c *call) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, fmt.Errorf("list environments: %w", err)
 	}
-	return "org", c.p.Org.Name, orgData{Flows: flows, FlowCount: n, Environments: envs}, nil
+	d := orgData{Flows: flows, FlowCount: n, Environments: envs}
+	trails, _, err := s.store.ListTrails(c.ctx(), c.p.Org.ID, store.TrailFilter{Page: store.Page{Page: 1, PerPage: recentTrails}})
+	if err != nil {
+		return "", "", nil, fmt.Errorf("list trails: %w", err)
+	}
+	names := make(map[string]string, len(flows))
+	for _, f := range flows {
+		names[f.ID] = f.Name
+	}
+	for _, t := range trails {
+		if t.State != "NON-COMPLIANT" {
+			continue
+		}
+		name, ok := names[t.FlowID]
+		if !ok {
+			f, err := s.store.FlowByID(c.ctx(), c.p.Org.ID, t.FlowID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // archived
+			}
+			if err != nil {
+				return "", "", nil, fmt.Errorf("look up flow: %w", err)
+			}
+			name, names[t.FlowID] = f.Name, f.Name
+		}
+		d.Failing = append(d.Failing, failingTrail{Flow: name, Trail: t})
+	}
+	return "org", c.p.Org.Name, d, nil
 }
 
 type flowData struct {
@@ -205,7 +243,15 @@ func policyViews(evals []policyeval.Evaluation) []policyView {
 	return out
 }
 
+// provenance is where an artifact was built, as its report said.
+type provenance struct {
+	BuildURL  string `json:"build_url"`
+	CommitURL string `json:"commit_url"`
+	RepoURL   string `json:"repo_url"`
+}
+
 type artifactData struct {
+	Built        provenance
 	Flow         store.Flow
 	Artifact     store.Artifact
 	Trail        store.Trail
@@ -245,6 +291,9 @@ func (s *Site) artifactPage(c *call) (string, string, any, error) {
 		return "", "", nil, notFound("look up trail", err)
 	}
 	d := artifactData{Flow: f, Artifact: *art, Trail: t, Anonymous: c.p.Anonymous}
+	if len(art.Report) > 0 {
+		_ = json.Unmarshal(art.Report, &d.Built) // the report as sent, validated by ingest; missing fields stay empty
+	}
 	for _, slot := range decodeCompliance(t.Compliance).ArtifactsStatuses {
 		if slot.ArtifactFingerprint != nil && *slot.ArtifactFingerprint == fp {
 			d.Slot = &slot

@@ -57,6 +57,10 @@ func (fakeStore) ListFlows(context.Context, string, store.FlowFilter) ([]store.F
 	return nil, 0, nil
 }
 
+func (fakeStore) ListTrails(context.Context, string, store.TrailFilter) ([]store.Trail, int, error) {
+	return nil, 0, nil
+}
+
 func (fakeStore) ListEnvironments(context.Context, string, store.Page) ([]store.Environment, int, error) {
 	return nil, 0, nil
 }

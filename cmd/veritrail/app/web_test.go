@@ -232,6 +232,11 @@ func TestWebUICrawl(t *testing.T) {
 		if status, at, _ := stranger.get(m[1]); status != http.StatusOK || at != "/sign-in" {
 			t.Errorf("evidence signed out: %d at %s, want the sign-in page", status, at)
 		}
+		// The organization's page lists the non-compliant trail.
+		if _, _, body := mine.get("/" + testOrg); !strings.Contains(body, `href="/`+testOrg+`/flows/web/trails/t2"`) ||
+			strings.Contains(body, `href="/`+testOrg+`/flows/web/trails/t1"`) {
+			t.Errorf("organization page without its non-compliant trail (only):\n%s", body)
+		}
 		// Search by the start of a fingerprint.
 		status, _, body = mine.get("/" + testOrg + "/search?q=" + bad[:6])
 		if status != http.StatusOK || !strings.Contains(body, "web:2") || strings.Contains(body, "web:1") {
