@@ -166,6 +166,7 @@ var funcs = template.FuncMap{
 	"verdict": verdictOf,
 	"add":     func(a, b int) int { return a + b },
 	"dict":    dict,
+	"gotime":  goTime,
 	"deref":   func(b *bool) bool { return b != nil && *b },
 }
 

@@ -58,21 +58,25 @@ type Deps struct {
 	Log  *slog.Logger
 	// Blobs holds the attestations' evidence files, which trail pages offer to download.
 	Blobs blobs.Store
+	// Notifications reads the notify tier's outcomes and dead letters; nil shows none.
+	Notifications NotificationLog
 }
 
 // Site is the web UI.
 type Site struct {
-	cfg      Config
-	store    store.Reader
-	auth     *auth.Authenticator
-	query    *policyquery.Querier
-	wait     func(ctx context.Context, p *auth.Principal)
-	log      *slog.Logger
-	blobs    blobs.Store
-	sessions *sessions
-	pages    map[string]*template.Template
-	secure   bool
-	csrf     *http.CrossOriginProtection
+	cfg   Config
+	store store.Reader
+	auth  *auth.Authenticator
+	query *policyquery.Querier
+	wait  func(ctx context.Context, p *auth.Principal)
+	log   *slog.Logger
+	blobs blobs.Store
+	// notifications is Deps.Notifications.
+	notifications NotificationLog
+	sessions      *sessions
+	pages         map[string]*template.Template
+	secure        bool
+	csrf          *http.CrossOriginProtection
 }
 
 // New builds the site; it fails only when an embedded template does not parse.
@@ -93,7 +97,7 @@ func New(cfg Config, d Deps) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Site{cfg: cfg, store: d.Store, auth: d.Auth, query: d.Query, wait: d.Wait, log: d.Log, blobs: d.Blobs,
+	return &Site{cfg: cfg, store: d.Store, auth: d.Auth, query: d.Query, wait: d.Wait, log: d.Log, blobs: d.Blobs, notifications: d.Notifications,
 		sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL), pages: pages,
 		secure: strings.HasPrefix(strings.ToLower(cfg.BaseURL), "https://"),
 		csrf:   http.NewCrossOriginProtection()}, nil
@@ -149,6 +153,7 @@ func (s *Site) Register(r chi.Router) {
 	r.Get("/{org}/controls/{control}", s.page(private, s.controlPage))
 	r.Get("/{org}/fingerprints/{fp}", s.page(private, s.fingerprintPage))
 	r.Get("/{org}/search", s.page(private, s.searchPage))
+	r.Get("/{org}/notifications", s.page(private, s.notificationsPage))
 }
 
 // cacheAssets lets browsers keep the assets for an hour: they change only with the binary.

@@ -207,7 +207,7 @@ func TestAccessWithoutSession(t *testing.T) {
 		t.Errorf("public organization signed out: %d, want 200", resp.StatusCode)
 	}
 	// Policies, controls, fingerprints, evidence and search need a key even in a public organization, as in the API.
-	for _, path := range []string{"/open/policies/p", "/open/controls/c", "/open/fingerprints/f", "/open/flows/f/trails/t/evidence/x", "/open/search?q=abcd"} {
+	for _, path := range []string{"/open/policies/p", "/open/controls/c", "/open/fingerprints/f", "/open/flows/f/trails/t/evidence/x", "/open/search?q=abcd", "/open/notifications"} {
 		if resp := get(path, ""); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/sign-in?") {
 			t.Errorf("%s signed out: %d to %q, want the sign-in page", path, resp.StatusCode, resp.Header.Get("Location"))
 		}

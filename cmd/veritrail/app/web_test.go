@@ -237,6 +237,17 @@ func TestWebUICrawl(t *testing.T) {
 			strings.Contains(body, `href="/`+testOrg+`/flows/web/trails/t1"`) {
 			t.Errorf("organization page without its non-compliant trail (only):\n%s", body)
 		}
+		// The notification rules with their targets.
+		createRule(t, k, map[string]any{"name": "prod watch", "environments": []string{"prod"}, "triggers": []string{"ON_EXITED_ARTIFACT"},
+			"targets": []map[string]any{{"type": "EMAIL", "emails": []string{"ops@example.com"}}}})
+		status, _, body = mine.get("/" + testOrg + "/notifications")
+		if status != http.StatusOK || !strings.Contains(body, "prod watch") || !strings.Contains(body, "ops@example.com") ||
+			!strings.Contains(body, "Given up on") {
+			t.Errorf("notifications: %d\n%s", status, body)
+		}
+		if status, _, _ := other.get("/" + testOrg + "/notifications"); status != http.StatusNotFound {
+			t.Errorf("notifications with another organization's session: %d, want 404", status)
+		}
 		// Search by the start of a fingerprint.
 		status, _, body = mine.get("/" + testOrg + "/search?q=" + bad[:6])
 		if status != http.StatusOK || !strings.Contains(body, "web:2") || strings.Contains(body, "web:1") {
