@@ -238,8 +238,8 @@ func New(cfg Config, d Deps) *API {
 
 	// The web UI behind the html_urls, on the same authorization and read after write.
 	site, err := web.New(web.Config{BaseURL: cfg.BaseURL}, web.Deps{Store: d.Store, Auth: a.auth, Query: a.query, Log: d.Log, Blobs: d.Blobs,
-		Notifications: d.Notifications,
-		Wait:          func(ctx context.Context, p *Principal) { a.awaitWrites(ctx, p) }})
+		Notifications: d.Notifications, Limits: a.limits, Clock: a.clock,
+		Wait: func(ctx context.Context, p *Principal) { a.awaitWrites(ctx, p) }})
 	if err != nil {
 		panic(err) // the templates are compiled in, and web's tests parse them
 	}

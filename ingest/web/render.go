@@ -8,10 +8,12 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/veritrail/veritrail/ingest/auth"
+	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -106,8 +108,33 @@ func (s *Site) authorize(w http.ResponseWriter, r *http.Request, public bool) (*
 		s.notFoundPage(w, signedIn, sess)
 		return nil, sess, signedIn, false
 	}
+	if !s.withinLimits(w, p) {
+		return nil, sess, signedIn, false
+	}
 	s.wait(r.Context(), p)
 	return p, sess, signedIn, true
+}
+
+// withinLimits takes a request's tokens from the API's buckets of the key (anonymous readers of
+// a public organization share one per organization, as in the API), or answers 429 with
+// Retry-After and reports false.
+func (s *Site) withinLimits(w http.ResponseWriter, p *auth.Principal) bool {
+	if s.limits == nil {
+		return true
+	}
+	keyID := p.KeyID
+	if p.Anonymous {
+		keyID = "anonymous/" + p.Org.ID
+	}
+	refused, wait := s.limits.Allow(s.clock(), keyID, p.Org.ID)
+	if wait <= 0 {
+		return true
+	}
+	secs := limits.RetryAfter(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	s.problem(w, http.StatusTooManyRequests, "Too many requests",
+		fmt.Sprintf("The rate limit of the %s is exceeded; retry in %d s.", refused, secs))
+	return false
 }
 
 // render writes a page, buffered so that a template error is a 500, not half a page.

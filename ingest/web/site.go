@@ -23,6 +23,7 @@ import (
 
 	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/ingest/blobs"
+	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/policyquery"
 )
@@ -60,6 +61,10 @@ type Deps struct {
 	Blobs blobs.Store
 	// Notifications reads the notify tier's outcomes and dead letters; nil shows none.
 	Notifications NotificationLog
+	// Limits are the API's rate limits: a page takes its tokens from the same buckets as an API
+	// request of the same key (nil limits nothing). Clock is their time (nil: time.Now).
+	Limits *limits.Limiter
+	Clock  func() time.Time
 }
 
 // Site is the web UI.
@@ -73,6 +78,8 @@ type Site struct {
 	blobs blobs.Store
 	// notifications is Deps.Notifications.
 	notifications NotificationLog
+	limits        *limits.Limiter
+	clock         func() time.Time
 	sessions      *sessions
 	pages         map[string]*template.Template
 	secure        bool
@@ -90,6 +97,9 @@ func New(cfg Config, d Deps) (*Site, error) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
 	if d.Wait == nil {
 		d.Wait = func(context.Context, *auth.Principal) {}
 	}
@@ -98,6 +108,7 @@ func New(cfg Config, d Deps) (*Site, error) {
 		return nil, err
 	}
 	return &Site{cfg: cfg, store: d.Store, auth: d.Auth, query: d.Query, wait: d.Wait, log: d.Log, blobs: d.Blobs, notifications: d.Notifications,
+		limits: d.Limits, clock: d.Clock,
 		sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL), pages: pages,
 		secure: strings.HasPrefix(strings.ToLower(cfg.BaseURL), "https://"),
 		csrf:   http.NewCrossOriginProtection()}, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/veritrail/veritrail/ingest/auth"
+	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -267,5 +268,30 @@ func TestExpectedAttestationState(t *testing.T) {
 		if got := tc.e.State().Word; got != tc.want {
 			t.Errorf("%+v: %s, want %s", tc.e, got, tc.want)
 		}
+	}
+}
+
+func TestPagesShareTheAPIRateLimits(t *testing.T) {
+	st := fakeStore{}
+	now := time.Unix(1_700_000_000, 0)
+	s, err := New(Config{BaseURL: "http://veritrail.test"}, Deps{Store: st, Auth: auth.NewAuthenticator(st, time.Now),
+		Limits: limits.NewLimiter(limits.Limits{KeyRate: 1, KeyBurst: 2}), Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	s.Register(r)
+	get := func() *http.Response {
+		req := httptest.NewRequest(http.MethodGet, "/acme", nil)
+		req.Header.Set("Authorization", "Bearer "+theKey)
+		return serve(r, req)
+	}
+	for i := range 2 {
+		if resp := get(); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d within the burst: %d", i+1, resp.StatusCode)
+		}
+	}
+	if resp := get(); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("beyond the burst: %d, Retry-After %q; want 429 after 1 s", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
