@@ -552,13 +552,24 @@ func (s *Site) policyPage(c *call) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, notFound("look up policy", err)
 	}
-	envs, err := s.store.PolicyEnvironments(ctx, c.p.Org.ID, p.Name)
+	ids, err := s.store.PolicyEnvironments(ctx, c.p.Org.ID, p.Name)
 	if err != nil {
 		return "", "", nil, fmt.Errorf("list environments of policy: %w", err)
 	}
+	all, _, err := s.store.ListEnvironments(ctx, c.p.Org.ID, store.Page{})
+	if err != nil {
+		return "", "", nil, fmt.Errorf("list environments: %w", err)
+	}
+	var envs, names []string // the policy's environments and all of them, by name
+	for _, e := range all {
+		names = append(names, e.Name)
+		if slices.Contains(ids, e.ID) {
+			envs = append(envs, e.Name)
+		}
+	}
 	versions := slices.Clone(p.Versions)
 	slices.Reverse(versions) // newest first
-	d := policyData{Policy: p, Latest: p.Latest(), Environments: envs}
+	d := policyData{Policy: p, Latest: p.Latest(), Environments: envs, AllEnvironments: names}
 	if err := s.policyExtras(c, p, &d); err != nil {
 		return "", "", nil, err
 	}

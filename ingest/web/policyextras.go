@@ -41,13 +41,6 @@ func version(p store.Policy, n int) store.PolicyVersion {
 // the what-if answer the form asks for (a read: the form is a GET).
 func (s *Site) policyExtras(c *call, p store.Policy, d *policyData) error {
 	q := c.r.URL.Query()
-	if envs, _, err := s.store.ListEnvironments(c.ctx(), c.p.Org.ID, store.Page{}); err != nil {
-		return fmt.Errorf("list environments: %w", err)
-	} else {
-		for _, e := range envs {
-			d.AllEnvironments = append(d.AllEnvironments, e.Name)
-		}
-	}
 	if d.Latest.Format == store.PolicyYAML {
 		if parsed, err := s.query.Policy(p); err == nil {
 			if rego, err := envpolicy.Compile(parsed); err == nil {

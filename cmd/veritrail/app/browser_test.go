@@ -19,7 +19,8 @@ const stepTimeout = 60 * time.Second
 
 // TestWebUIInABrowser drives the web UI in headless Chromium: sign in, open the home page,
 // follow links to a non-compliant artifact and find its failing rule's reason, compare two
-// snapshots of the environment, ask the policy what if; the pages log no console error. On
+// snapshots of the environment, ask the policy what if; the pages log no console error and fit
+// a phone's width. On
 // failure it saves a screenshot and names it. VERITRAIL_WEB_SCREENSHOTS names a directory to
 // save screenshots of the environment and the artifact pages in (docs/ holds two).
 func TestWebUIInABrowser(t *testing.T) {
@@ -155,6 +156,26 @@ func TestWebUIInABrowser(t *testing.T) {
 	if !strings.Contains(text, "artifacts would fail") || !strings.Contains(text, "web:2") {
 		fail("what-if at %s:\n%s", at, text)
 	}
+
+	// On a phone the pages fit the screen's width: nothing makes the page scroll sideways (wide
+	// tables scroll within themselves).
+	sctx, scancel = context.WithTimeout(ctx, stepTimeout)
+	err = chromedp.Do(sctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	scancel()
+	if err != nil {
+		fail("phone viewport: %v", err)
+	}
+	for _, path := range []string{"/" + testOrg, "/" + testOrg + "/environments/prod", "/" + testOrg + "/flows/web/artifacts/" + bad,
+		"/" + testOrg + "/policies/prod-policy?environment=prod"} {
+		navigate("phone "+path, chromedp.Navigate(e.base+path))
+		sctx, scancel := context.WithTimeout(ctx, stepTimeout)
+		fits, err := chromedp.Run(sctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`))
+		scancel()
+		if err != nil || !fits {
+			fail("%s on a phone scrolls sideways (%v)", path, err)
+		}
+	}
+	screenshot("web-phone-policy.png")
 
 	stopConsole()
 	<-consoleDone

@@ -259,7 +259,7 @@ func TestWebUICrawl(t *testing.T) {
 		// What if: the policy judges prod's latest snapshot on request; web:2 fails its smoke test.
 		status, _, body = mine.get("/" + testOrg + "/policies/prod-policy?environment=prod&version=1")
 		if _, answer, _ := strings.Cut(body, "artifacts would fail"); status != http.StatusOK || !strings.Contains(answer, bad[:12]) ||
-			!strings.Contains(body, "The Rego it compiles to") {
+			!strings.Contains(body, "The Rego it compiles to") || !strings.Contains(body, `<a href="/`+testOrg+`/environments/prod">prod</a>`) {
 			t.Errorf("what-if: %d\n%s", status, body)
 		}
 		if status, _, _ := other.get("/" + testOrg + "/environments/prod/diff"); status != http.StatusNotFound {
