@@ -131,6 +131,7 @@ func TestWebUIInABrowser(t *testing.T) {
 		fail("home after signing in: at %s:\n%s", at, text)
 	}
 
+	screenshot("web-home.png")
 	at, text = navigate("environment", chromedp.Click(chromedp.CSS(`a[href="/`+testOrg+`/environments/prod"]`)))
 	if !strings.Contains(text, "Non-compliant") || !strings.Contains(text, "Compliance over time") {
 		fail("environment page at %s:\n%s", at, text)
@@ -144,6 +145,8 @@ func TestWebUIInABrowser(t *testing.T) {
 	}
 	screenshot("web-artifact.png")
 
+	navigate("trail", chromedp.Click(chromedp.CSS(`main a[href="/`+testOrg+`/flows/web/trails/t2"]`)))
+	screenshot("web-trail.png")
 	navigate("back to the environment", chromedp.Navigate(e.base+"/"+testOrg+"/environments/prod"))
 	at, text = navigate("diff", chromedp.Submit(chromedp.ID("diff-from")))
 	if !strings.HasPrefix(at, "/"+testOrg+"/environments/prod/diff?") || !strings.Contains(text, "Only in prod#2") ||
