@@ -158,6 +158,9 @@ type trailEvent struct {
 	AttestationName string  `json:"attestation_name"`
 }
 
+// attestationsPerPage is how many attestations a trail page shows.
+const attestationsPerPage = 100
+
 type trailData struct {
 	Flow         store.Flow
 	Trail        store.Trail
@@ -167,6 +170,10 @@ type trailData struct {
 	ArtifactSlot map[string]artifactSlot
 	Events       []trailEvent
 	Selected     string // the attestation_id of the link followed
+	// AttestationPaging pages the attestations, newest first; the page of a followed link is
+	// the one that holds its attestation.
+	AttestationPaging paging
+	EventPaging       paging
 	// Anonymous readers of a public organization see no attestations, as in the API.
 	Anonymous bool
 }
@@ -210,7 +217,17 @@ func (s *Site) trailPage(c *call) (string, string, any, error) {
 			events = append(events, ev)
 		}
 	}
-	d.Attestations, d.Events = atts, events
+	d.AttestationPaging = c.paging("attestations", attestationsPerPage, len(atts))
+	if c.r.URL.Query().Get("attestations") == "" && d.Selected != "" {
+		if i := slices.IndexFunc(atts, func(a store.Attestation) bool { return a.ID == d.Selected }); i >= 0 {
+			d.AttestationPaging.Page = i/attestationsPerPage + 1
+		}
+	}
+	from := (d.AttestationPaging.Page - 1) * attestationsPerPage
+	d.Attestations = atts[from:min(len(atts), from+attestationsPerPage)]
+	d.EventPaging = c.paging("events", attestationsPerPage, len(events))
+	from = (d.EventPaging.Page - 1) * attestationsPerPage
+	d.Events = events[from:min(len(events), from+attestationsPerPage)]
 	return "trail", t.Name, d, nil
 }
 

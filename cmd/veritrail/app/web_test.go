@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -308,4 +309,37 @@ func webScenario(t *testing.T, k *kosli) (good, bad, mystery string) {
 	k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "SEC-1", "name": "Security review"}).
 		want(t, http.StatusCreated)
 	return good, bad, mystery
+}
+
+// TestWebUITrailPaging: a trail's attestations are paged, newest first, and the link to an
+// attestation (its html_url) opens the page that holds it, marked.
+func TestWebUITrailPaging(t *testing.T) {
+	e := startEmbeddedWith(t, baseConfig())
+	k := newKosli(t, e.base+"/api/v2", testToken)
+	p := policyKit{t, k}
+	p.flow("long")
+	p.artifact("long", "t1", fingerprint("ee"), "long:1")
+	for i := range 120 {
+		p.attest("long", "t1", "generic", fmt.Sprintf("check-%03d", i), "", map[string]any{"is_compliant": true})
+	}
+	answer := k.get("/attestations/"+testOrg+"/long/trail/t1/check-000").want(t, http.StatusOK).Array(t)
+	oldest, _ := answer[0].(map[string]any)
+	link, _ := oldest["html_url"].(string)
+	path := strings.TrimPrefix(link, baseConfig().Ingest.BaseURL)
+	if !strings.Contains(path, "?attestation_id=") {
+		t.Fatalf("attestation html_url: %v", oldest)
+	}
+	b := newBrowser(t, e.base)
+	b.signIn(testToken)
+	status, _, body := b.get("/" + testOrg + "/flows/long/trails/t1")
+	// The attestations' table rows (the expected attestations list them all, unpaged).
+	if status != http.StatusOK || !strings.Contains(body, "<td>check-119</td>") || strings.Contains(body, "<td>check-000</td>") ||
+		!strings.Contains(body, "Page 1 of 2") || !strings.Contains(body, "Attestations (120)") {
+		t.Fatalf("first page: %d\n%s", status, body)
+	}
+	status, _, body = b.get(path)
+	if status != http.StatusOK || !strings.Contains(body, "Page 2 of 2") || !strings.Contains(body, `class="selected" aria-current="true"`) ||
+		!strings.Contains(body, "<td>check-000</td>") || strings.Contains(body, "<td>check-119</td>") {
+		t.Fatalf("the oldest attestation's link: %d\n%s", status, body)
+	}
 }
