@@ -40,6 +40,7 @@ import (
 	"github.com/veritrail/veritrail/ingest/blobs"
 	"github.com/veritrail/veritrail/ingest/consistency"
 	"github.com/veritrail/veritrail/ingest/limits"
+	"github.com/veritrail/veritrail/ingest/web"
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/health"
 	"github.com/veritrail/veritrail/internal/metrics"
@@ -259,6 +260,15 @@ func New(cfg Config, d Deps) *API {
 		a.httpMetrics = metrics.NewHTTP(d.Metrics, a.operationIDs())
 		a.metrics = metrics.NewIngest(d.Metrics)
 	}
+
+	// The web UI behind the html_urls, on the same authorization and read after write.
+	site, err := web.New(web.Config{BaseURL: cfg.BaseURL}, web.Deps{Store: d.Store, Auth: a.auth, Query: a.query, Log: d.Log, Blobs: d.Blobs,
+		Notifications: d.Notifications, Limits: a.limits, Clock: a.clock,
+		Wait: func(ctx context.Context, p *Principal) { a.awaitWrites(ctx, p) }})
+	if err != nil {
+		panic(err) // the templates are compiled in, and web's tests parse them
+	}
+	site.Register(a.mux)
 
 	a.mux.Get("/ready", a.serveReady)
 	a.mux.Get("/live", serveLive)
