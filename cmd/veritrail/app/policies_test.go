@@ -377,7 +377,7 @@ func TestPolicyLifecycle(t *testing.T) {
 			want(t, http.StatusOK)
 		env = k.get("/environments/"+testOrg+"/prod").want(t, 200).JSON(t)
 		snap = k.get("/snapshots/"+testOrg+"/prod/-1").want(t, 200).JSON(t)
-		if env["state"] != nil || fmt.Sprint(env["policies"]) != "[]" || snap["compliant"] != nil ||
+		if env["state"] != nil || fmt.Sprint(env["policies"]) != "[]" || snap["compliant"] != false ||
 			len(snap["artifacts"].([]any)[0].(map[string]any)["policy_decisions"].([]any)) != 0 {
 			t.Fatalf("after detach: %v, %v", env, snap)
 		}
