@@ -361,8 +361,20 @@ func applyCustomType(ctx context.Context, tx store.Tx, e *contract.Envelope) err
 		return err
 	}
 	return tx.PutCustomTypeVersion(ctx, e.OrgID, c.Name, c.Description, store.CustomTypeVersion{
-		Version: version, Schema: c.Schema, Rules: c.Rules, CreatedBy: e.Actor.Name, CreatedAt: e.At,
+		Version: version, Schema: c.Schema, Rules: c.Rules, Summary: summaryExprs(c.Summary), CreatedBy: e.Actor.Name, CreatedAt: e.At,
 	})
+}
+
+// summaryExprs is a message's summary as the store keeps it (nil for none).
+func summaryExprs(in []contract.SummaryExpr) []store.SummaryExpr {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]store.SummaryExpr, len(in))
+	for i, s := range in {
+		out[i] = store.SummaryExpr{Name: s.Name, Expression: s.Expression}
+	}
+	return out
 }
 
 func applyControl(ctx context.Context, tx store.Tx, e *contract.Envelope) error {

@@ -284,6 +284,15 @@ type CustomTypeCreate struct {
 	Description string   `json:"description"`
 	Schema      string   `json:"schema"`
 	Rules       []string `json:"rules"`
+	// Summary is the type's named jq expressions in order; absent when it has none (and in
+	// messages from builds before summaries).
+	Summary []SummaryExpr `json:"summary,omitempty"`
+}
+
+// SummaryExpr is one named jq expression of a custom type's summary.
+type SummaryExpr struct {
+	Name       string `json:"name"`
+	Expression string `json:"expression"`
 }
 
 // CustomTypeRef names a custom attestation type.

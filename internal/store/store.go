@@ -212,11 +212,20 @@ type CustomType struct {
 
 // CustomTypeVersion is one immutable definition of a custom type.
 type CustomTypeVersion struct {
-	Version   int
-	Schema    string
-	Rules     []string
+	Version int
+	Schema  string
+	Rules   []string
+	// Summary is the expressions the type summarises its data with, in the order given; nil
+	// when the type has none.
+	Summary   []SummaryExpr
 	CreatedBy string
 	CreatedAt float64
+}
+
+// SummaryExpr is one named jq expression of a custom type's summary, kept verbatim.
+type SummaryExpr struct {
+	Name       string `json:"name"`
+	Expression string `json:"expression"`
 }
 
 // Page selects a window of a list; PerPage 0 means all.

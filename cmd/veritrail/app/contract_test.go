@@ -90,3 +90,77 @@ func TestContractSnapshotCompliant(t *testing.T) {
 		}
 	})
 }
+
+// TestContractCustomTypes: `kosli create attestation-type` sends no type_schema without
+// --schema and its summary as an array of {name, expression}; the gets answer CLIENT-2.md
+// section 4's shape, versioned or not.
+func TestContractCustomTypes(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		setupFlow(t, k)
+		types := "/custom-attestation-types/" + testOrg
+		summary := []any{
+			map[string]any{"name": "count", "expression": `[.a, .b] | map(select(.x == 1)) | length`},
+			map[string]any{"name": "first", "expression": `.a["k"] | tostring`},
+		}
+		k.multipart(http.MethodPost, types, "data_json", map[string]any{"name": "loose", "summary": summary}).want(t, http.StatusCreated)
+		k.multipart(http.MethodPost, types, "data_json", map[string]any{"name": "loose", "description": "second",
+			"evaluator": map[string]any{"content_type": "jq", "rules": []string{".ok == true"}}},
+			file{"type_schema", "schema.json", []byte(`{"type":"object","required":["ok"]}`)}).want(t, http.StatusOK)
+
+		ct := k.get(types + "/loose").want(t, http.StatusOK).JSON(t)
+		for _, key := range []string{"name", "org", "description", "archived", "created_by", "created_at", "last_modified_at", "versions"} {
+			if _, ok := ct[key]; !ok {
+				t.Errorf("type lacks %q: %v", key, ct)
+			}
+		}
+		vs := ct["versions"].([]any)
+		v1, v2 := vs[0].(map[string]any), vs[1].(map[string]any)
+		if got, _ := json.Marshal(v1["summary"]); string(got) != mustJSON(t, summary) {
+			t.Errorf("summary %s, want %s verbatim and in order", got, mustJSON(t, summary))
+		}
+		if s, ok := v1["type_schema"].(map[string]any); !ok || len(s) != 0 {
+			t.Errorf("version 1 type_schema %v, want {}", v1["type_schema"])
+		}
+		if ev := v1["evaluator"].(map[string]any); len(ev) != 1 || ev["content_type"] != "default" {
+			t.Errorf("version 1 evaluator %v, want {content_type: default}", ev)
+		}
+		if v2["summary"] != nil || v2["evaluator"].(map[string]any)["content_type"] != "jq" ||
+			v2["type_schema"].(map[string]any)["type"] != "object" {
+			t.Errorf("version 2: %v", v2)
+		}
+
+		one := k.get(types + "/loose?version=1").want(t, http.StatusOK).JSON(t)
+		if len(one) != 4 || len(one["versions"].([]any)) != 1 || one["versions"].([]any)[0].(map[string]any)["version"] != float64(1) {
+			t.Errorf("?version=1: %v", one)
+		}
+		if all := k.get(types + "/loose?version=latest").want(t, http.StatusOK).JSON(t); len(all["versions"].([]any)) != 2 {
+			t.Errorf("a non-integer version answers the whole type: %v", all)
+		}
+		wantMessage(t, k.get(types+"/loose?version=7"), http.StatusNotFound, "version 7 does not exist for custom attestation type 'loose'")
+		wantMessage(t, k.get(types+"/nope"), http.StatusNotFound, "Custom attestation type 'nope' does not exist for org '"+testOrg+"'")
+
+		// Without a description the key is left out; a type without schema or rules takes any data.
+		k.multipart(http.MethodPost, types, "data_json", map[string]any{"name": "anything"}).want(t, http.StatusCreated)
+		if ct := k.get(types + "/anything").want(t, http.StatusOK).JSON(t); ct["description"] != nil {
+			t.Errorf("description of a type without one: %v", ct)
+		}
+		k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/custom", "data_json", map[string]any{
+			"attestation_name": "extra", "type_name": "anything", "attestation_data": []any{"any", 1, nil},
+		}).want(t, http.StatusCreated)
+
+		k.send(http.MethodPut, types+"/anything/archive", nil).want(t, http.StatusOK)
+		if ct := k.get(types + "/anything").want(t, http.StatusOK).JSON(t); ct["archived"] != true {
+			t.Errorf("archived type: %v", ct)
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

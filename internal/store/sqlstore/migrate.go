@@ -26,6 +26,9 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 1, Name: "tables of 085c4de", Up: d.createTables},
 			// The digest table of the builds before versions, read once by Baseline above.
 			{Version: 2, Name: "drop schema_version", Up: migrate.Statements(`DROP TABLE IF EXISTS schema_version`)},
+			// A custom type version's summary expressions as JSON; NULL for none (and for
+			// versions made before summaries).
+			{Version: 3, Name: "custom type summaries", Up: migrate.Statements(`ALTER TABLE custom_type_versions ADD COLUMN summary TEXT`)},
 		},
 	}
 }
