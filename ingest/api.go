@@ -234,6 +234,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerNotifications()
 	a.registerPolicies()
 	a.registerAsserts()
+	a.registerUsers()
 
 	a.mux.Get("/ready", a.serveReady)
 	a.mux.Get("/live", serveLive)

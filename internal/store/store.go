@@ -34,6 +34,8 @@ type User struct {
 	Name        string
 	DisplayName string
 	CreatedAt   float64
+	// DefaultOrgID is the organization the user chose as default; empty until one is chosen.
+	DefaultOrgID string
 }
 
 // Role is what a principal may do in an organization.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -108,7 +109,7 @@ func TestContractCustomTypes(t *testing.T) {
 			"evaluator": map[string]any{"content_type": "jq", "rules": []string{".ok == true"}}},
 			file{"type_schema", "schema.json", []byte(`{"type":"object","required":["ok"]}`)}).want(t, http.StatusOK)
 
-		ct := k.get(types + "/loose").want(t, http.StatusOK).JSON(t)
+		ct := k.get(types+"/loose").want(t, http.StatusOK).JSON(t)
 		for _, key := range []string{"name", "org", "description", "archived", "created_by", "created_at", "last_modified_at", "versions"} {
 			if _, ok := ct[key]; !ok {
 				t.Errorf("type lacks %q: %v", key, ct)
@@ -130,11 +131,11 @@ func TestContractCustomTypes(t *testing.T) {
 			t.Errorf("version 2: %v", v2)
 		}
 
-		one := k.get(types + "/loose?version=1").want(t, http.StatusOK).JSON(t)
+		one := k.get(types+"/loose?version=1").want(t, http.StatusOK).JSON(t)
 		if len(one) != 4 || len(one["versions"].([]any)) != 1 || one["versions"].([]any)[0].(map[string]any)["version"] != float64(1) {
 			t.Errorf("?version=1: %v", one)
 		}
-		if all := k.get(types + "/loose?version=latest").want(t, http.StatusOK).JSON(t); len(all["versions"].([]any)) != 2 {
+		if all := k.get(types+"/loose?version=latest").want(t, http.StatusOK).JSON(t); len(all["versions"].([]any)) != 2 {
 			t.Errorf("a non-integer version answers the whole type: %v", all)
 		}
 		wantMessage(t, k.get(types+"/loose?version=7"), http.StatusNotFound, "version 7 does not exist for custom attestation type 'loose'")
@@ -142,7 +143,7 @@ func TestContractCustomTypes(t *testing.T) {
 
 		// Without a description the key is left out; a type without schema or rules takes any data.
 		k.multipart(http.MethodPost, types, "data_json", map[string]any{"name": "anything"}).want(t, http.StatusCreated)
-		if ct := k.get(types + "/anything").want(t, http.StatusOK).JSON(t); ct["description"] != nil {
+		if ct := k.get(types+"/anything").want(t, http.StatusOK).JSON(t); ct["description"] != nil {
 			t.Errorf("description of a type without one: %v", ct)
 		}
 		k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/custom", "data_json", map[string]any{
@@ -150,7 +151,7 @@ func TestContractCustomTypes(t *testing.T) {
 		}).want(t, http.StatusCreated)
 
 		k.send(http.MethodPut, types+"/anything/archive", nil).want(t, http.StatusOK)
-		if ct := k.get(types + "/anything").want(t, http.StatusOK).JSON(t); ct["archived"] != true {
+		if ct := k.get(types+"/anything").want(t, http.StatusOK).JSON(t); ct["archived"] != true {
 			t.Errorf("archived type: %v", ct)
 		}
 	})
@@ -163,4 +164,41 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestContractDefaultOrg: `kosli update default-org` (PUT /user/<org>, body null), `kosli get
+// default-org` and `kosli enable beta`.
+func TestContractDefaultOrg(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		defaultOrg := func(k *kosli) any { return k.get("/user/default-org").want(t, http.StatusOK).JSON(t)["default_org_name"] }
+		k.send(http.MethodPut, "/user/"+testOrg, nil).want(t, http.StatusOK)
+		if got := defaultOrg(k); got != testOrg {
+			t.Errorf("a service account key's default organization: %v", got)
+		}
+		wantMessage(t, k.send(http.MethodPut, "/user/nowhere", nil), http.StatusForbidden, "Access denied to /api/v2/user/nowhere")
+
+		// A person in two organizations: the first by name until one is chosen, then the choice.
+		seed := Seed{Organizations: []SeedOrg{{Name: testOrg}, {Name: "zeta"}},
+			Users: []SeedUser{{Name: "jane", Memberships: []SeedMembership{{Org: "zeta", Role: "member"}, {Org: testOrg, Role: "reader"}},
+				APIKeys: []SeedKey{{Secret: "vt_jane_personal_key_00000000000"}}}}}
+		if err := ApplySeed(context.Background(), e.store, seed); err != nil {
+			t.Fatal(err)
+		}
+		jane := newKosli(t, e.base+"/api/v2", "vt_jane_personal_key_00000000000")
+		if got := defaultOrg(jane); got != testOrg {
+			t.Errorf("default organization before a choice: %v, want %s", got, testOrg)
+		}
+		jane.send(http.MethodPut, "/user/zeta", nil).want(t, http.StatusOK)
+		if got := defaultOrg(jane); got != "zeta" {
+			t.Errorf("default organization after choosing zeta: %v", got)
+		}
+		wantMessage(t, newKosli(t, e.base+"/api/v2", "").get("/user/default-org"), http.StatusUnauthorized,
+			"Authentication required: send an API key as 'Authorization: Bearer <key>'")
+
+		for _, on := range []bool{true, false} {
+			k.send(http.MethodPut, "/organizations/"+testOrg+"/experimental_features", map[string]any{"experimental_features_enabled": on}).
+				want(t, http.StatusOK)
+		}
+	})
 }

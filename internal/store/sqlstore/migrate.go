@@ -29,6 +29,8 @@ func (d dialect) migrations() migrate.Plan {
 			// A custom type version's summary expressions as JSON; NULL for none (and for
 			// versions made before summaries).
 			{Version: 3, Name: "custom type summaries", Up: migrate.Statements(`ALTER TABLE custom_type_versions ADD COLUMN summary TEXT`)},
+			// The organization a user chose as default (`kosli update default-org`); NULL until then.
+			{Version: 4, Name: "user default organization", Up: migrate.Statements(`ALTER TABLE users ADD COLUMN default_org_id TEXT`)},
 		},
 	}
 }

@@ -65,8 +65,8 @@ func (r reads) OrgByID(ctx context.Context, id string) (store.Org, error) {
 
 func (r reads) UserByID(ctx context.Context, id string) (store.User, error) {
 	var u store.User
-	err := r.row(ctx, `SELECT id, name, display_name, created_at FROM users WHERE id = ?`, id).
-		Scan(&u.ID, &u.Name, &u.DisplayName, &u.CreatedAt)
+	err := r.row(ctx, `SELECT id, name, display_name, created_at, COALESCE(default_org_id, '') FROM users WHERE id = ?`, id).
+		Scan(&u.ID, &u.Name, &u.DisplayName, &u.CreatedAt, &u.DefaultOrgID)
 	if err != nil {
 		return u, notFound(err, "user "+id)
 	}
@@ -75,8 +75,8 @@ func (r reads) UserByID(ctx context.Context, id string) (store.User, error) {
 
 func (r reads) UserByName(ctx context.Context, name string) (store.User, error) {
 	var u store.User
-	err := r.row(ctx, `SELECT id, name, display_name, created_at FROM users WHERE name = ?`, name).
-		Scan(&u.ID, &u.Name, &u.DisplayName, &u.CreatedAt)
+	err := r.row(ctx, `SELECT id, name, display_name, created_at, COALESCE(default_org_id, '') FROM users WHERE name = ?`, name).
+		Scan(&u.ID, &u.Name, &u.DisplayName, &u.CreatedAt, &u.DefaultOrgID)
 	if err != nil {
 		return u, notFound(err, "user "+name)
 	}
