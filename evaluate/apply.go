@@ -395,8 +395,14 @@ func applyControl(ctx context.Context, tx store.Tx, e *contract.Envelope) error 
 		return permanent("control %s already exists", c.Identifier)
 	case contract.ControlUpdate:
 		cur := existing.Current()
-		v := store.ControlVersion{Version: cur.Version + 1, Name: cur.Name, Description: cur.Description,
+		v := store.ControlVersion{Version: cur.Version + 1, Name: cur.Name, Description: cur.Description, Links: cur.Links,
 			CreatedBy: e.Actor.Name, CreatedAt: e.At}
+		if c.Links != nil {
+			v.Links = nil
+			if len(*c.Links) > 0 {
+				v.Links = *c.Links
+			}
+		}
 		if c.Name != nil {
 			v.Name = *c.Name
 		}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,6 +24,31 @@ type ControlPostInput struct {
 type ControlPutInput struct {
 	Name        *string `json:"name,omitempty" required:"false" maxLength:"256"`
 	Description *string `json:"description,omitempty" required:"false" doc:"an empty string clears it"`
+	// Decoded by the handler, which words a value that is not an object as the hosted service does.
+	Links json.RawMessage `json:"links,omitempty" required:"false" doc:"object {label: url}; replaces every link of the control ({} removes them)"`
+}
+
+// links decodes the links of an update: nil when absent, a field error when not an object of
+// strings.
+func (in ControlPutInput) links(c checker) *map[string]string {
+	if isJSONNull(in.Links) {
+		return nil
+	}
+	checkObject(c, "links", in.Links)
+	if len(c) > 0 {
+		return nil
+	}
+	var links map[string]string
+	if err := json.Unmarshal(in.Links, &links); err != nil {
+		c["links"] = "Input should be a valid dictionary of strings"
+		return nil
+	}
+	for label, url := range links {
+		if url == "" {
+			c["links."+label] = "String should have at least 1 character [input: ]"
+		}
+	}
+	return &links
 }
 
 // ControlView is a control as the API shows it.
@@ -33,6 +59,7 @@ type ControlView struct {
 	Version        int                  `json:"version"`
 	Archived       bool                 `json:"archived"`
 	Tags           map[string]string    `json:"tags"`
+	Links          map[string]string    `json:"links" doc:"the current version's links, {} when none"`
 	CreatedBy      string               `json:"created_by"`
 	CreatedAt      float64              `json:"created_at"`
 	LastModifiedAt float64              `json:"last_modified_at"`
@@ -43,17 +70,25 @@ type ControlView struct {
 
 // ControlVersionView is one version of a control, oldest first in ControlView.Versions.
 type ControlVersionView struct {
-	Version     int     `json:"version"`
-	Name        string  `json:"name"`
-	Description string  `json:"description"`
-	CreatedBy   string  `json:"created_by"`
-	CreatedAt   float64 `json:"created_at"`
+	Version     int               `json:"version"`
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Links       map[string]string `json:"links"`
+	CreatedBy   string            `json:"created_by"`
+	CreatedAt   float64           `json:"created_at"`
+}
+
+func nonNilLinks(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 func (a *API) controlView(org string, c store.Control) ControlView {
 	cur := c.Current()
 	v := ControlView{Identifier: c.Identifier, Name: cur.Name, Description: cur.Description, Version: cur.Version,
-		Archived: c.Archived, Tags: c.Tags, LastModifiedAt: cur.CreatedAt, Org: org,
+		Archived: c.Archived, Tags: c.Tags, Links: nonNilLinks(cur.Links), LastModifiedAt: cur.CreatedAt, Org: org,
 		HTMLURL: a.cfg.BaseURL + "/" + org + "/controls/" + c.Identifier, Versions: make([]ControlVersionView, 0, len(c.Versions))}
 	if v.Tags == nil {
 		v.Tags = map[string]string{}
@@ -63,7 +98,7 @@ func (a *API) controlView(org string, c store.Control) ControlView {
 	}
 	for _, ver := range c.Versions {
 		v.Versions = append(v.Versions, ControlVersionView{Version: ver.Version, Name: ver.Name, Description: ver.Description,
-			CreatedBy: ver.CreatedBy, CreatedAt: ver.CreatedAt})
+			Links: nonNilLinks(ver.Links), CreatedBy: ver.CreatedBy, CreatedAt: ver.CreatedAt})
 	}
 	return v
 }
@@ -130,6 +165,7 @@ func (a *API) registerControls() {
 			}
 			c := checker{}
 			c.optionalName("name", in.Body.Name, nil, "")
+			links := in.Body.links(c)
 			if err := c.err(); err != nil {
 				return nil, err
 			}
@@ -137,7 +173,8 @@ func (a *API) registerControls() {
 				return nil, err
 			}
 			if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
-				Identifier: in.Control, Op: contract.ControlUpdate, Name: in.Body.Name, Description: in.Body.Description}}); err != nil {
+				Identifier: in.Control, Op: contract.ControlUpdate, Name: in.Body.Name, Description: in.Body.Description,
+				Links: links}}); err != nil {
 				return nil, err
 			}
 			return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Control '%s' was updated", in.Control)}, nil

@@ -330,6 +330,8 @@ func (a *API) registerSnapshotReports() {
 		Type string `path:"type" doc:"server, docker, K8S, ECS, lambda, S3, azure-apps or cloud-run"`
 		Body struct {
 			Artifacts []map[string]json.RawMessage `json:"artifacts" doc:"running artifacts: {digests: {name: sha256}, creationTimestamp, ...type-specific fields}"`
+			// `kosli snapshot cloud-run` names the type in the body too.
+			Type string `json:"type,omitempty" required:"false" doc:"the report's type, as the path gives it (cloud-run sends it)"`
 		}
 	}
 	o := op(http.MethodPut, "/environments/{org}/{env}/report/{type}", "reportSnapshot", PrivSnapshot,
@@ -341,6 +343,9 @@ func (a *API) registerSnapshotReports() {
 		typ, ok := reportTypes[in.Type]
 		if !ok {
 			return nil, apiError(http.StatusNotFound, "Unknown environment report type '%s'", in.Type)
+		}
+		if bt := in.Body.Type; bt != "" && reportTypes[bt] != typ {
+			return nil, fieldError("type", "Input should be '%s', the type the path reports [input: %s]", in.Type, echo(bt))
 		}
 		e, err := a.environmentByName(ctx, p, in.Env)
 		if err != nil {

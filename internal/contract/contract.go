@@ -376,10 +376,12 @@ const (
 
 // ControlChange creates or changes a control of the organization.
 type ControlChange struct {
-	Identifier  string            `json:"identifier"`
-	Op          ControlOp         `json:"op"`
-	Name        *string           `json:"name,omitempty"`
-	Description *string           `json:"description,omitempty"`
-	SetTags     map[string]string `json:"set_tags,omitempty"`
-	RemoveTags  []string          `json:"remove_tags,omitempty"`
+	Identifier  string    `json:"identifier"`
+	Op          ControlOp `json:"op"`
+	Name        *string   `json:"name,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	// Links replaces the control's links when present (an empty object removes them all).
+	Links      *map[string]string `json:"links,omitempty"`
+	SetTags    map[string]string  `json:"set_tags,omitempty"`
+	RemoveTags []string           `json:"remove_tags,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -171,7 +172,9 @@ func mustJSON(t *testing.T, v any) string {
 func TestContractDefaultOrg(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e env) {
 		k := e.k
-		defaultOrg := func(k *kosli) any { return k.get("/user/default-org").want(t, http.StatusOK).JSON(t)["default_org_name"] }
+		defaultOrg := func(k *kosli) any {
+			return k.get("/user/default-org").want(t, http.StatusOK).JSON(t)["default_org_name"]
+		}
 		k.send(http.MethodPut, "/user/"+testOrg, nil).want(t, http.StatusOK)
 		if got := defaultOrg(k); got != testOrg {
 			t.Errorf("a service account key's default organization: %v", got)
@@ -200,5 +203,77 @@ func TestContractDefaultOrg(t *testing.T) {
 			k.send(http.MethodPut, "/organizations/"+testOrg+"/experimental_features", map[string]any{"experimental_features_enabled": on}).
 				want(t, http.StatusOK)
 		}
+	})
+}
+
+// TestContractOverrideLinksCloudRun: `kosli attest override` sends the common attestation
+// payload (repo_info, description, annotations, external_urls...) and may override an
+// attestation the template expects but nobody reported; `kosli update control --link` sends
+// links as an object; `kosli snapshot cloud-run` names the type in its body.
+func TestContractOverrideLinksCloudRun(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		setupFlow(t, k)
+		override := map[string]any{
+			"attestation_name": "tests", "reason": "flaky runner", "new_compliance_status": true, "original_attestation_type": "generic",
+			"git_commit_info": map[string]any{"sha1": "0123456789abcdef0123456789abcdef01234567", "message": "m", "author": "a",
+				"timestamp": 1700000000, "branch": "main"},
+			"repo_info":     map[string]any{"url": "https://github.com/acme/app", "name": "acme/app", "id": "42", "provider": "github"},
+			"external_urls": map[string]any{"ci": map[string]any{"href": "https://ci.example.com/1"}},
+			"origin_url":    "https://ci.example.com/1", "description": "overridden by the release manager",
+			"user_data": map[string]any{"ticket": "REL-1"}, "annotations": map[string]any{"k": "v"},
+		}
+		// Nothing named tests was reported: the override stands in for it.
+		if r := k.send(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/override", override).want(t, http.StatusCreated); strings.TrimSpace(string(r.Body)) != `"OK"` {
+			t.Fatalf("override body %s, want \"OK\"", r.Body)
+		}
+		tr := k.get("/trails/"+testOrg+"/app/t1").want(t, http.StatusOK).JSON(t)
+		if cs := tr["compliance_status"].(map[string]any); cs["is_compliant"] != true {
+			t.Fatalf("trail after overriding its only expected attestation: %v", cs)
+		}
+		// Then a reported one overridden the other way.
+		k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+			map[string]any{"attestation_name": "tests", "is_compliant": true}).want(t, http.StatusCreated)
+		override["new_compliance_status"] = false
+		k.send(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/override", override).want(t, http.StatusCreated)
+		tr = k.get("/trails/"+testOrg+"/app/t1").want(t, http.StatusOK).JSON(t)
+		if cs := tr["compliance_status"].(map[string]any); cs["is_compliant"] != false {
+			t.Fatalf("trail after overriding its attestation to non-compliant: %v", cs)
+		}
+		override["annotations"] = ""
+		wantError(t, k.send(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/override", override),
+			http.StatusBadRequest, "Input payload validation failed", "annotations")
+
+		// Control links replace each other; a name-only update keeps them.
+		k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "SEC-1", "name": "Security"}).want(t, http.StatusCreated)
+		k.send(http.MethodPut, "/controls/"+testOrg+"/SEC-1", map[string]any{"links": map[string]any{"runbook": "https://example.com/runbook",
+			"doc": "https://example.com/doc"}}).want(t, http.StatusOK)
+		k.send(http.MethodPut, "/controls/"+testOrg+"/SEC-1", map[string]any{"links": map[string]any{"runbook": "https://example.com/v2"}}).
+			want(t, http.StatusOK)
+		k.send(http.MethodPut, "/controls/"+testOrg+"/SEC-1", map[string]any{"name": "Security review"}).want(t, http.StatusOK)
+		c := k.get("/controls/"+testOrg+"/SEC-1").want(t, http.StatusOK).JSON(t)
+		if got := mustJSON(t, c["links"]); got != `{"runbook":"https://example.com/v2"}` || c["name"] != "Security review" {
+			t.Fatalf("control after three updates: links %s, name %v", got, c["name"])
+		}
+		wantError(t, k.send(http.MethodPut, "/controls/"+testOrg+"/SEC-1", map[string]any{"links": "https://example.com"}),
+			http.StatusBadRequest, "Input payload validation failed", "links")
+		wantMessage(t, k.send(http.MethodPut, "/controls/"+testOrg+"/NOPE", map[string]any{"links": map[string]any{}}),
+			http.StatusNotFound, "Control 'NOPE' does not exist in organization '"+testOrg+"'")
+
+		// Cloud Run, as the CLI sends it.
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "run", "type": "cloud-run", "description": ""}).
+			want(t, http.StatusCreated)
+		digest := "4d3ef2b3c4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1"
+		k.send(http.MethodPut, "/environments/"+testOrg+"/run/report/cloud-run", map[string]any{"type": "cloud-run", "artifacts": []any{
+			map[string]any{"digests": map[string]any{"europe-docker.pkg.dev/acme/app@sha256:" + digest: digest}, "creationTimestamp": 1700000000,
+				"kind": "service", "serviceName": "app", "revisionName": "app-00001"},
+			map[string]any{"digests": map[string]any{"europe-docker.pkg.dev/acme/job@sha256:" + digest: digest}, "creationTimestamp": 1700000000,
+				"kind": "job", "jobName": "migrate"},
+		}}).want(t, http.StatusCreated)
+		if s := k.get("/snapshots/"+testOrg+"/run/-1").want(t, http.StatusOK).JSON(t); len(s["artifacts"].([]any)) == 0 {
+			t.Fatalf("cloud-run snapshot holds nothing: %v", s)
+		}
+		wantError(t, k.send(http.MethodPut, "/environments/"+testOrg+"/run/report/cloud-run", map[string]any{"type": "K8S", "artifacts": []any{}}),
+			http.StatusBadRequest, "Input payload validation failed", "type")
 	})
 }

@@ -31,6 +31,8 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 3, Name: "custom type summaries", Up: migrate.Statements(`ALTER TABLE custom_type_versions ADD COLUMN summary TEXT`)},
 			// The organization a user chose as default (`kosli update default-org`); NULL until then.
 			{Version: 4, Name: "user default organization", Up: migrate.Statements(`ALTER TABLE users ADD COLUMN default_org_id TEXT`)},
+			// A control version's links ({label: url}) as JSON; NULL for none.
+			{Version: 5, Name: "control links", Up: migrate.Statements(`ALTER TABLE control_versions ADD COLUMN links TEXT`)},
 		},
 	}
 }
