@@ -20,7 +20,8 @@ type AssertResult struct {
 	HTMLURL           string                  `json:"html_url"`
 	Flows             []AssertFlow            `json:"flows"`
 	Environment       *string                 `json:"environment,omitempty"`
-	PolicyEvaluations []policyeval.Evaluation `json:"policy_evaluations,omitempty"`
+	// omitzero: an environment without policies answers an empty list; other scopes none.
+	PolicyEvaluations []policyeval.Evaluation `json:"policy_evaluations,omitzero"`
 	AllowListing      *AllowListing           `json:"allow_listing,omitempty"`
 
 	// unsure says a policy could not judge the artifact just now (a time limit, say): the answer
