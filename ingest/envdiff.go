@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -40,6 +41,11 @@ func (a *API) resolveSnappish(ctx context.Context, p *Principal, field, s string
 		return "", nil, nil, err
 	}
 	idx, err := expr.Resolve(len(ts), func(i int) float64 { return ts[i-1] }, time.Now())
+	var re *snapexpr.RangeError
+	if errors.As(err, &re) {
+		// The snappish echoed exactly as typed, with no #-1 added.
+		return "", nil, nil, apiError(http.StatusNotFound, "%s", re.MessageEchoing(p.Org.Name, s, e.Name))
+	}
 	if err != nil {
 		return "", nil, nil, exprError(field, err, p.Org.Name, e.Name)
 	}

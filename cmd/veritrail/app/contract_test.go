@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -275,5 +276,42 @@ func TestContractOverrideLinksCloudRun(t *testing.T) {
 		}
 		wantError(t, k.send(http.MethodPut, "/environments/"+testOrg+"/run/report/cloud-run", map[string]any{"type": "K8S", "artifacts": []any{}}),
 			http.StatusBadRequest, "Input payload validation failed", "type")
+	})
+}
+
+// TestContractSnapshotMessages: a snapshot past the end or of an empty environment "resolves
+// to" an index (never "does not exist"), echoing /snapshots' index and env-diff's snappish as
+// sent; `log environment --interval NOW` sends a bare expression.
+func TestContractSnapshotMessages(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		for _, name := range []string{"prod", "empty"} {
+			k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": name, "type": "K8S", "description": ""}).want(t, http.StatusCreated)
+		}
+		// Three reports that differ make three snapshots.
+		for i := range 3 {
+			fp := fmt.Sprintf("%064x", i+1)
+			k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/K8S", map[string]any{"artifacts": []any{
+				map[string]any{"digests": map[string]any{fmt.Sprintf("app:%d", i): fp}, "creationTimestamp": 1700000000},
+			}}).want(t, http.StatusCreated)
+		}
+		prefix := "Org: '" + testOrg + "'. "
+		for frag, echo := range map[string]string{"23": "prod#23", "%2323": "prod#23"} {
+			wantMessage(t, k.get("/snapshots/"+testOrg+"/prod/"+frag), http.StatusNotFound,
+				prefix+"Snapshot '"+echo+"' resolves to 'prod#23'. len(snapshots) == 3. Indexes are 1-based")
+		}
+		wantMessage(t, k.get("/snapshots/"+testOrg+"/empty/-1"), http.StatusNotFound,
+			prefix+"Snapshot 'empty#-1' resolves to 'empty#0'. len(snapshots) == 0. Indexes are 1-based")
+		wantMessage(t, k.get("/env-diff/"+testOrg+"?snappish1=empty&snappish2=prod"), http.StatusNotFound,
+			prefix+"Snapshot 'empty' resolves to 'empty#0'. len(snapshots) == 0. Indexes are 1-based")
+		wantMessage(t, k.get("/env-diff/"+testOrg+"?snappish1=prod&snappish2=empty"), http.StatusNotFound,
+			prefix+"Snapshot 'empty' resolves to 'empty#0'. len(snapshots) == 0. Indexes are 1-based")
+
+		events := k.get("/environments/"+testOrg+"/prod/events?page=1&per_page=15&interval=NOW&reverse=false").want(t, http.StatusOK)
+		events.Array(t)
+		if s := k.get("/snapshots/"+testOrg+"/prod?page=1&per_page=15&interval=NOW&reverse=false").want(t, http.StatusOK).Array(t); len(s) != 1 ||
+			s[0].(map[string]any)["index"] != float64(3) {
+			t.Fatalf("snapshots of the interval NOW: %v", s)
+		}
 	})
 }
