@@ -44,9 +44,15 @@ func (a *API) registerArtifacts() {
 		FlowPath
 		Body ArtifactReport
 	}
+	// The hosted service answers {"message": "OK"}; the CLI ignores it but needs a body.
+	type reportOutput struct {
+		Body struct {
+			Message string `json:"message"`
+		}
+	}
 	o := op(http.MethodPost, "/artifacts/{org}/{flow}", "reportArtifact", PrivWrite, "Report an artifact", "Artifacts")
 	o.DefaultStatus = http.StatusCreated
-	huma.Register(a.huma, o, func(ctx context.Context, in *reportInput) (*stringOutput, error) {
+	huma.Register(a.huma, o, func(ctx context.Context, in *reportInput) (*reportOutput, error) {
 		p := principalFrom(ctx)
 		b := in.Body
 		c := checker{}
@@ -86,7 +92,9 @@ func (a *API) registerArtifacts() {
 		if err := a.publish(ctx, p, env); err != nil {
 			return nil, err
 		}
-		return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Artifact '%s' was reported", b.Fingerprint)}, nil
+		out := &reportOutput{}
+		out.Body.Message = "OK"
+		return out, nil
 	})
 
 	type fpInput struct {
@@ -303,6 +311,16 @@ type HistoryEvent struct {
 	Timestamp float64 `json:"timestamp"`
 }
 
+// creationEvent is the history text of an artifact's report, the hosted service's: "<template
+// name> reported" (`build reported` for --name build); "Artifact created" for a report that
+// names no template artifact (the legacy report artifact).
+func creationEvent(templateName *string) string {
+	if n := deref(templateName); n != "" {
+		return n + " reported"
+	}
+	return "Artifact created"
+}
+
 func (a *API) artifactViews(ctx context.Context, p *Principal, flows map[string]store.Flow, arts []store.Artifact) (*listOutput[ArtifactView], error) {
 	out := &listOutput[ArtifactView]{Body: make([]ArtifactView, 0, len(arts))}
 	if flows == nil {
@@ -343,7 +361,7 @@ func (a *API) artifactView(ctx context.Context, p *Principal, flow store.Flow, a
 		APIURL:    a.cfg.BaseURL + "/api/v2/artifacts/" + p.Org.Name + "/" + flow.Name + "/fingerprint/" + art.Fingerprint,
 		CreatedAt: art.CreatedAt, ReportedBy: art.ReportedBy, State: art.State, IsCompliant: art.State == "COMPLIANT",
 		Running: []json.RawMessage{}, Exited: []json.RawMessage{},
-		History:      []HistoryEvent{{Event: fmt.Sprintf("Artifact reported to trail '%s'", tr.Name), Type: "artifact_creation_reported", Timestamp: art.CreatedAt}},
+		History:      []HistoryEvent{{Event: creationEvent(rep.TemplateReferenceName), Type: "artifact_creation_reported", Timestamp: art.CreatedAt}},
 		ExternalURLs: orJSON(rep.ExternalURLs, "{}"), Annotations: orJSON(rep.Annotations, "{}"), UserData: orJSON(rep.UserData, "{}"),
 	}
 	if err := a.whereItRuns(ctx, p, art.Fingerprint, &v); err != nil {

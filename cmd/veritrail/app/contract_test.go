@@ -315,3 +315,35 @@ func TestContractSnapshotMessages(t *testing.T) {
 		}
 	})
 }
+
+// TestContractArtifactHistory: an artifact reported into a trail and never attested has one
+// history event, "<template_reference_name> reported"; running and exited are arrays.
+func TestContractArtifactHistory(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app", "description": ""},
+			file{"template_file", "t.yml", []byte("version: 1\ntrail:\n  artifacts:\n  - name: build\n")}).want(t, http.StatusCreated)
+		k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
+		fp := fmt.Sprintf("%064x", 7)
+		commit := "0123456789abcdef0123456789abcdef01234567"
+		r := k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fp, "filename": "app:1", "git_commit": commit,
+			"build_url": "https://ci.example.com/1", "commit_url": "https://github.com/acme/app/commit/" + commit,
+			"template_reference_name": "build", "trail_name": "t1"}).want(t, http.StatusCreated)
+		if got := r.JSON(t); got["message"] != "OK" || len(got) != 1 {
+			t.Fatalf("report artifact body: %s", r.Body)
+		}
+		a := k.get("/artifacts/" + testOrg + "/app/fingerprint/" + fp).want(t, http.StatusOK).JSON(t)
+		h := a["history"].([]any)
+		if len(h) != 1 || h[0].(map[string]any)["event"] != "build reported" {
+			t.Fatalf("history of an artifact never attested: %v", h)
+		}
+		if _, ok := h[0].(map[string]any)["timestamp"].(float64); !ok {
+			t.Fatalf("history timestamp: %v", h)
+		}
+		for _, key := range []string{"running", "exited"} {
+			if _, ok := a[key].([]any); !ok {
+				t.Fatalf("%s is not an array: %v", key, a[key])
+			}
+		}
+	})
+}
