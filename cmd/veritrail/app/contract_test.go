@@ -332,7 +332,7 @@ func TestContractArtifactHistory(t *testing.T) {
 		if got := r.JSON(t); got["message"] != "OK" || len(got) != 1 {
 			t.Fatalf("report artifact body: %s", r.Body)
 		}
-		a := k.get("/artifacts/" + testOrg + "/app/fingerprint/" + fp).want(t, http.StatusOK).JSON(t)
+		a := k.get("/artifacts/"+testOrg+"/app/fingerprint/"+fp).want(t, http.StatusOK).JSON(t)
 		h := a["history"].([]any)
 		if len(h) != 1 || h[0].(map[string]any)["event"] != "build reported" {
 			t.Fatalf("history of an artifact never attested: %v", h)
