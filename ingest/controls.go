@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -193,13 +195,17 @@ func (a *API) registerControls() {
 
 	type listInput struct {
 		OrgPath
-		Page     int  `query:"page" minimum:"0"`
-		PerPage  int  `query:"per_page" minimum:"0" maximum:"100"`
-		Archived bool `query:"archived" doc:"list the archived controls instead of the active ones"`
+		Page          int      `query:"page" minimum:"0"`
+		PerPage       int      `query:"per_page" minimum:"0" maximum:"100"`
+		Archived      bool     `query:"archived" doc:"list the archived controls instead of the active ones"`
+		Search        string   `query:"search" doc:"a part of the identifier or the name, any case"`
+		Tags          []string `query:"tag,explode" doc:"key (the tag is set) or key:value; repeat for all of several"`
+		SortDirection string   `query:"sort_direction" doc:"by identifier: asc (default) or desc"`
 	}
 	type listBody struct {
 		Controls   []ControlView `json:"controls"`
 		Page       int           `json:"page"`
+		PerPage    int           `json:"per_page"`
 		TotalPages int           `json:"total_pages"`
 		TotalCount int           `json:"total_count"`
 	}
@@ -207,17 +213,35 @@ func (a *API) registerControls() {
 	huma.Register(a.huma, op(http.MethodGet, "/controls/{org}", "listControls", PrivRead, "List controls", "Controls"),
 		func(ctx context.Context, in *listInput) (*listOutput, error) {
 			p := principalFrom(ctx)
+			c := checker{}
+			checkChoice(c, "sort_direction", in.SortDirection, sortDirections)
+			if len(c) > 0 {
+				return nil, validationFailed(c)
+			}
 			pg := pageOf(in.Page, in.PerPage, 20)
-			cs, total, err := a.store.ListControls(ctx, p.Org.ID, store.ControlFilter{Page: pg, Archived: in.Archived})
+			all, _, err := a.store.ListControls(ctx, p.Org.ID, store.ControlFilter{Archived: in.Archived})
 			if err != nil {
 				return nil, a.internal(ctx, "list controls", err)
 			}
-			views := make([]ControlView, 0, len(cs))
-			for _, c := range cs {
-				views = append(views, a.controlView(p.Org.Name, c))
+			search := strings.ToLower(in.Search)
+			cs := make([]store.Control, 0, len(all))
+			for _, ctl := range all {
+				if (strings.Contains(strings.ToLower(ctl.Identifier), search) || strings.Contains(strings.ToLower(ctl.Current().Name), search)) &&
+					tagsMatch(ctl.Tags, in.Tags) {
+					cs = append(cs, ctl)
+				}
 			}
-			pages := pagination(total, pg)
-			return &listOutput{Body: listBody{Controls: views, Page: pages.Page, TotalPages: pages.PageCount, TotalCount: total}}, nil
+			if in.SortDirection == "desc" {
+				slices.Reverse(cs) // the store lists by identifier
+			}
+			lo, hi := window(len(cs), pg)
+			views := make([]ControlView, 0, hi-lo)
+			for _, ctl := range cs[lo:hi] {
+				views = append(views, a.controlView(p.Org.Name, ctl))
+			}
+			pages := pagination(len(cs), pg)
+			return &listOutput{Body: listBody{Controls: views, Page: pages.Page, PerPage: pg.PerPage, TotalPages: pages.PageCount,
+				TotalCount: len(cs)}}, nil
 		})
 
 	for _, change := range []struct {

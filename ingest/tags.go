@@ -2,7 +2,7 @@ package ingest
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -13,7 +13,7 @@ import (
 func (a *API) registerTags() {
 	type tagsInput struct {
 		OrgPath
-		Kind string `path:"kind" enum:"flow,env,control" doc:"what is tagged: flow, env or control"`
+		Kind string `path:"kind" enum:"flow,flows,env,environment,environments,control,controls" doc:"what is tagged, as the user typed it: flow(s), env, environment(s) or control(s)"`
 		Name string `path:"name"`
 		Body struct {
 			SetTags    map[string]string `json:"set_tags,omitempty" required:"false"`
@@ -33,7 +33,7 @@ func (a *API) registerTags() {
 				return nil, err
 			}
 			switch in.Kind {
-			case "flow":
+			case "flow", "flows":
 				f, err := a.flowByName(ctx, p, in.Name)
 				if err != nil {
 					return nil, err
@@ -43,8 +43,13 @@ func (a *API) registerTags() {
 				if err := a.publish(ctx, p, env); err != nil {
 					return nil, err
 				}
-			case "control":
+			case "control", "controls":
 				if _, err := a.controlByID(ctx, p, in.Name); err != nil {
+					var e *Error
+					if errors.As(err, &e) && e.Status == http.StatusNotFound {
+						// The hosted service's text for kosli tag begins with a quote.
+						return nil, apiError(http.StatusNotFound, "\"%s", e.Message)
+					}
 					return nil, err
 				}
 				if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
@@ -59,6 +64,6 @@ func (a *API) registerTags() {
 					return nil, err
 				}
 			}
-			return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Tags of %s '%s' were updated", in.Kind, in.Name)}, nil
+			return &stringOutput{Status: http.StatusOK, Body: "OK"}, nil
 		})
 }

@@ -347,3 +347,100 @@ func TestContractArtifactHistory(t *testing.T) {
 		}
 	})
 }
+
+// TestContractListFilters: the list parameters of `kosli list environments`, `list controls`
+// and `list flows`, with their defaults, validation messages and answers' shapes.
+func TestContractListFilters(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		for _, env := range []struct{ name, typ string }{{"prod-eu", "K8S"}, {"Prod-us", "ECS"}, {"staging", "K8S"}, {"lab", "server"}} {
+			k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": env.name, "type": env.typ, "description": ""}).
+				want(t, http.StatusCreated)
+		}
+		k.send(http.MethodPatch, "/tags/"+testOrg+"/environment/prod-eu", map[string]any{"set_tags": map[string]string{"team": "a", "tier": "1"},
+			"remove_tags": []string{}}).want(t, http.StatusOK)
+		k.send(http.MethodPatch, "/tags/"+testOrg+"/environment/staging", map[string]any{"set_tags": map[string]string{"team": "b"},
+			"remove_tags": []string{}}).want(t, http.StatusOK)
+		names := func(r reply) string {
+			var got []string
+			for _, x := range r.want(t, http.StatusOK).Array(t) {
+				got = append(got, x.(map[string]any)["name"].(string))
+			}
+			return strings.Join(got, ",")
+		}
+		envs := "/environments/" + testOrg
+		for query, want := range map[string]string{
+			"":                              "Prod-us,lab,prod-eu,staging",
+			"?name=PROD":                    "Prod-us,prod-eu",
+			"?type=K8S":                     "prod-eu,staging",
+			"?type=K8S&type=server":         "lab,prod-eu,staging",
+			"?tag=team":                     "prod-eu,staging",
+			"?tag=team:b":                   "staging",
+			"?tag=team&tag=tier:1":          "prod-eu",
+			"?name=prod&type=K8S":           "prod-eu",
+			"?sort_direction=desc":          "staging,prod-eu,lab,Prod-us",
+			"?sort=name&sort_direction=asc": "Prod-us,lab,prod-eu,staging",
+			"?name=nothing":                 "",
+			"?space_id=s1":                  "",
+		} {
+			if got := names(k.get(envs + query)); got != want {
+				t.Errorf("environments%s: %s, want %s", query, got, want)
+			}
+		}
+		paged := k.get(envs+"?page=1&per_page=1&type=K8S").want(t, http.StatusOK).JSON(t)
+		if paged["total_count"] != float64(2) || paged["total_pages"] != float64(2) || paged["per_page"] != float64(1) ||
+			len(paged["environments"].([]any)) != 1 {
+			t.Errorf("paged environments: %v", paged)
+		}
+		r := k.get(envs + "?type=k8s")
+		wantError(t, r, http.StatusBadRequest, "Input payload validation failed", "query.type[0]")
+		if !strings.Contains(string(r.Body), `Input should be 'K8S', 'ECS', 'S3', 'lambda', 'server', 'docker', 'azure-apps', 'cloud-run' or 'logical' [input: k8s]`) {
+			t.Errorf("type message: %s", r.Body)
+		}
+		wantError(t, k.get(envs+"?sort=size"), http.StatusBadRequest, "Input payload validation failed", "query.sort")
+		wantError(t, k.get(envs+"?sort_direction=up"), http.StatusBadRequest, "Input payload validation failed", "query.sort_direction")
+
+		// Controls: search (identifier or name), tag, archived only, direction, per_page echoed.
+		for _, c := range []struct{ id, name string }{{"SEC-1", "Security review"}, {"OPS-1", "Change approval"}, {"SEC-2", "Secrets scan"}} {
+			k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": c.id, "name": c.name}).want(t, http.StatusCreated)
+		}
+		k.send(http.MethodPost, "/controls/"+testOrg+"/SEC-2/archive", nil).want(t, http.StatusOK)
+		k.send(http.MethodPatch, "/tags/"+testOrg+"/control/OPS-1", map[string]any{"set_tags": map[string]string{"owner": "ops"},
+			"remove_tags": []string{}}).want(t, http.StatusOK)
+		ids := func(query string) string {
+			body := k.get("/controls/"+testOrg+"?page=1&per_page=15"+query).want(t, http.StatusOK).JSON(t)
+			if body["per_page"] != float64(15) {
+				t.Errorf("controls%s: per_page %v", query, body["per_page"])
+			}
+			var got []string
+			for _, x := range body["controls"].([]any) {
+				got = append(got, x.(map[string]any)["identifier"].(string))
+			}
+			return strings.Join(got, ",")
+		}
+		for query, want := range map[string]string{
+			"": "OPS-1,SEC-1", "&search=sec": "SEC-1", "&search=APPROVAL": "OPS-1", "&tag=owner:ops": "OPS-1",
+			"&archived=true": "SEC-2", "&sort_direction=desc": "SEC-1,OPS-1",
+		} {
+			if got := ids(query); got != want {
+				t.Errorf("controls%s: %s, want %s", query, got, want)
+			}
+		}
+		wantError(t, k.get("/controls/"+testOrg+"?page=1&per_page=15&sort_direction=sideways"), http.StatusBadRequest,
+			"Input payload validation failed", "query.sort_direction")
+		wantError(t, k.get("/controls/"+testOrg+"?page=1&per_page=15&archived=maybe"), http.StatusBadRequest, "Input payload validation failed", "")
+
+		// Tags take the word the user typed; a missing control's message begins with a quote.
+		for _, kind := range []string{"environments/prod-eu", "environment/prod-eu", "env/prod-eu", "controls/OPS-1", "control/OPS-1"} {
+			r := k.send(http.MethodPatch, "/tags/"+testOrg+"/"+kind, map[string]any{"set_tags": map[string]string{}, "remove_tags": []string{"absent"}})
+			if r.want(t, http.StatusOK); strings.TrimSpace(string(r.Body)) != `"OK"` {
+				t.Errorf("tag %s: %s", kind, r.Body)
+			}
+		}
+		wantMessage(t, k.send(http.MethodPatch, "/tags/"+testOrg+"/control/NOPE", map[string]any{"set_tags": map[string]string{}, "remove_tags": []string{}}),
+			http.StatusNotFound, `"Control 'NOPE' does not exist in organization '`+testOrg+`'`)
+
+		// Flows: an empty search is refused.
+		wantMessage(t, k.get("/flows/"+testOrg+"?search_by_name="), http.StatusBadRequest, "Empty string is not allowed for flow names.")
+	})
+}
