@@ -61,7 +61,7 @@ func (a *API) registerArtifacts() {
 		c.matchOptional("git_commit", b.GitCommit, gitCommitRE, gitCommitPattern)
 		checkCommitInfo(c, "git_commit_info", b.GitCommitInfo)
 		checkObject(c, "repo_info", b.RepoInfo)
-		checkObject(c, "external_urls", b.ExternalURLs)
+		checkExternalURLs(c, "external_urls", b.ExternalURLs)
 		checkObject(c, "annotations", b.Annotations)
 		for i, cm := range b.CommitsList {
 			checkCommitInfo(c, fmt.Sprintf("commits_list[%d]", i), cm)

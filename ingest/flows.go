@@ -182,7 +182,7 @@ func (a *API) upsertFlow(ctx context.Context, p *Principal, in FlowInput, tmplFi
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	tmpl, err := parseTemplate("template_file", tmplFile)
+	tmpl, err := parseTemplate("template_file", tmplFile, false)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -442,5 +443,71 @@ func TestContractListFilters(t *testing.T) {
 
 		// Flows: an empty search is refused.
 		wantMessage(t, k.get("/flows/"+testOrg+"?search_by_name="), http.StatusBadRequest, "Empty string is not allowed for flow names.")
+	})
+}
+
+// TestContractMessages: the validation texts of CLIENT-2.md sections 5 and 11, as the CLI
+// prints them, and an attestation looked up by an unknown name.
+func TestContractMessages(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		setupFlow(t, k)
+		fieldText := func(r reply, field string) string {
+			t.Helper()
+			wantError(t, r, http.StatusBadRequest, "Input payload validation failed", field)
+			var body struct {
+				Errors map[string]string `json:"errors"`
+			}
+			if err := json.Unmarshal(r.Body, &body); err != nil {
+				t.Fatalf("errors is not an object of strings: %s", r.Body)
+			}
+			return body.Errors[field]
+		}
+		for _, c := range []struct {
+			name  string
+			r     reply
+			field string
+			text  string
+		}{
+			{"control identifier", k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "bad id", "name": "x"}),
+				"identifier", `String should match pattern '^[a-zA-Z0-9\-._~]+$' [input: bad id]`},
+			{"environment type", k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "x", "type": "k8s", "description": ""}),
+				"type", `Input should be 'K8S', 'ECS', 'S3', 'lambda', 'server', 'docker', 'azure-apps', 'cloud-run' or 'logical' [input: k8s]`},
+			{"environment name", k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "-x", "type": "K8S", "description": ""}),
+				"name", `String should match pattern '^[a-zA-Z0-9][a-zA-Z0-9\.\-_]*$' [input: -x]`},
+			{"flow rename", k.send(http.MethodPut, "/flows/"+testOrg+"/app/rename", map[string]any{"new_name": "-a"}),
+				"new_name", `String should match pattern '^[a-zA-Z0-9][a-zA-Z0-9\.\-_~]*$' [input: -a]`},
+			{"external fingerprint", k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{
+				"fingerprint": fmt.Sprintf("%064x", 1), "filename": "a", "git_commit": "0123456789abcdef0123456789abcdef01234567",
+				"build_url": "https://ci.example.com/1", "commit_url": "https://github.com/acme/app/commit/1", "trail_name": "t1",
+				"external_urls": map[string]any{"sbom": map[string]any{"href": "https://sbom.example.com", "fingerprint": "7509e5bda0"}}}),
+				"external_urls.sbom.fingerprint", `String should match pattern '^[a-f0-9]{64}$' [input: 7509e5bda0]`},
+		} {
+			if got := fieldText(c.r, c.field); got != c.text {
+				t.Errorf("%s: %q, want %q", c.name, got, c.text)
+			}
+		}
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "K8S", "description": ""}).want(t, http.StatusCreated)
+		if got := fieldText(k.send(http.MethodPut, "/environments/"+testOrg+"/prod/rename", map[string]any{"new_name": "a~b"}), "new_name"); got !=
+			`String should match pattern '^[a-zA-Z0-9][a-zA-Z0-9\.\-_]*$' [input: a~b]` {
+			t.Errorf("environment rename: %q", got)
+		}
+
+		// Invalid templates: create flow answers the validation message; begin trail pydantic's.
+		bad := []byte("version: 1\ntrail:\n  attestations:\n  - name: tests\n    type: not-supported\n")
+		r := k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "f2", "description": ""},
+			file{"template_file", "t.yml", bad})
+		if r.want(t, http.StatusBadRequest); r.JSON(t)["message"] != "Input payload validation failed" {
+			t.Errorf("create flow with an invalid template: %s", r.Body)
+		}
+		r = k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t9"}, file{"template_file", "t.yml", bad})
+		if msg, _ := r.want(t, http.StatusBadRequest).JSON(t)["message"].(string); !regexp.MustCompile(`\d+ validation errors for Template\n.`).MatchString(msg) {
+			t.Errorf("begin trail with an invalid template: %q", msg)
+		}
+
+		// An attestation name nobody reported: an empty list.
+		if got := k.get("/attestations/"+testOrg+"/app/trail/t1/nope").want(t, http.StatusOK).Array(t); len(got) != 0 {
+			t.Errorf("unknown attestation name: %v", got)
+		}
 	})
 }
