@@ -154,7 +154,7 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		}
 		msg = fmt.Sprintf("Input should be %s [input: %v]", quotedChoices(choices), v)
 	}
-		if msg == "unexpected property" { // a property an object does not allow, in the hosted service's words
+	if msg == "unexpected property" { // a property an object does not allow, in the hosted service's words
 		msg = "Extra inputs are not permitted"
 	}
 	// A missing property is reported on the object that lacks it; name the property, as the
