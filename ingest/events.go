@@ -77,14 +77,15 @@ func (a *API) eventFilter(ctx context.Context, p *Principal, e store.Environment
 			return nil, exprError("interval", err, p.Org.Name, e.Name)
 		}
 	}
+	// A bad start or end is the hosted service's plain message, without field errors.
 	if in.Start != "" {
 		if start, err = snapexpr.ParseBoundary(in.Start); err != nil {
-			return nil, exprError("start", err, p.Org.Name, e.Name)
+			return nil, apiError(http.StatusBadRequest, "Invalid interval value: %s", in.Start)
 		}
 	}
 	if in.End != "" {
 		if end, err = snapexpr.ParseBoundary(in.End); err != nil {
-			return nil, exprError("end", err, p.Org.Name, e.Name)
+			return nil, apiError(http.StatusBadRequest, "Invalid interval value: %s", in.End)
 		}
 	}
 	for _, b := range []struct {
