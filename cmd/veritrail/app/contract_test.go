@@ -308,6 +308,10 @@ func TestContractSnapshotMessages(t *testing.T) {
 		wantMessage(t, k.get("/env-diff/"+testOrg+"?snappish1=prod&snappish2=empty"), http.StatusNotFound,
 			prefix+"Snapshot 'empty' resolves to 'empty#0'. len(snapshots) == 0. Indexes are 1-based")
 
+		wantMessage(t, k.get("/environments/"+testOrg+"/prod/events?page=1&per_page=15&interval=&reverse=false&start=xyz"),
+			http.StatusBadRequest, "Invalid interval value: xyz")
+		k.get("/environments/"+testOrg+"/prod/events?page=1&per_page=15&interval=&reverse=false&start_ts=1700000000.5").
+			want(t, http.StatusOK).Array(t)
 		events := k.get("/environments/"+testOrg+"/prod/events?page=1&per_page=15&interval=NOW&reverse=false").want(t, http.StatusOK)
 		events.Array(t)
 		if s := k.get("/snapshots/"+testOrg+"/prod?page=1&per_page=15&interval=NOW&reverse=false").want(t, http.StatusOK).Array(t); len(s) != 1 ||
