@@ -130,6 +130,7 @@ func (a *API) registerControls() {
 	}
 	o := op(http.MethodPost, "/controls/{org}", "createControl", PrivWrite, "Create a control", "Controls")
 	o.DefaultStatus = http.StatusCreated
+	o.Errors = append(o.Errors, http.StatusConflict) // an identifier taken (the CLI does not retry this 409)
 	huma.Register(a.huma, o, func(ctx context.Context, in *createInput) (*stringOutput, error) {
 		p := principalFrom(ctx)
 		b := in.Body

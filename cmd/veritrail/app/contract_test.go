@@ -515,3 +515,26 @@ func TestContractMessages(t *testing.T) {
 		}
 	})
 }
+
+// TestContractOpenAPIStatuses: the description lists the 200 of create-or-update operations
+// beside their 201, and the 409 of create control.
+func TestContractOpenAPIStatuses(t *testing.T) {
+	base, _ := startEmbedded(t)
+	var spec struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]any `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(newKosli(t, base, "").get("/api/v2/openapi.json").want(t, http.StatusOK).Body, &spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ method, path, status string }{
+		{"put", "/environments/{org}", "200"}, {"put", "/environments/{org}", "201"}, {"put", "/trails/{org}/{flow}", "200"},
+		{"post", "/custom-attestation-types/{org}", "200"}, {"put", "/policies/{org}", "200"}, {"post", "/controls/{org}", "409"},
+		{"put", "/user/{org}", "200"}, {"get", "/user/default-org", "200"},
+	} {
+		if _, ok := spec.Paths["/api/v2"+c.path][c.method].Responses[c.status]; !ok {
+			t.Errorf("%s %s does not list %s", c.method, c.path, c.status)
+		}
+	}
+}
