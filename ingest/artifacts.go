@@ -385,6 +385,28 @@ func (a *API) whereItRuns(ctx context.Context, p *Principal, fp string, v *Artif
 		envNames[id] = n
 		return n
 	}
+	// Events first: they give the snapshot an artifact started running in, and left.
+	events, err := a.store.FingerprintEvents(ctx, p.Org.ID, fp)
+	if err != nil {
+		return a.internal(ctx, "look up environment events", err)
+	}
+	started := map[string]int{}
+	exited := map[string]float64{}
+	exitedIn := map[string]int{}
+	for _, ev := range events {
+		name := envName(ev.EnvID)
+		if name == "" {
+			continue
+		}
+		v.History = append(v.History, HistoryEvent{Event: fmt.Sprintf("%s in environment '%s' (snapshot %d)", ev.Description, name, ev.SnapshotIndex),
+			Type: "artifact_" + ev.Type, Timestamp: ev.ReportedAt})
+		switch ev.Type {
+		case "exited":
+			exited[name], exitedIn[name] = ev.ReportedAt, ev.SnapshotIndex
+		case "started":
+			started[name] = ev.SnapshotIndex
+		}
+	}
 	running, err := a.store.RunningIn(ctx, p.Org.ID, fp)
 	if err != nil {
 		return a.internal(ctx, "look up running", err)
@@ -393,29 +415,14 @@ func (a *API) whereItRuns(ctx context.Context, p *Principal, fp string, v *Artif
 	for _, r := range running {
 		if name := envName(r.EnvID); name != "" {
 			runs[name] = true
-			entry, _ := json.Marshal(map[string]any{"environment_name": name, "artifact_name": r.Name, "since": r.Since}) // plain values always marshal
+			entry, _ := json.Marshal(map[string]any{"environment_name": name, "snapshot_index": started[name], "artifact_name": r.Name,
+				"since": r.Since}) // plain values always marshal
 			v.Running = append(v.Running, entry)
-		}
-	}
-	events, err := a.store.FingerprintEvents(ctx, p.Org.ID, fp)
-	if err != nil {
-		return a.internal(ctx, "look up environment events", err)
-	}
-	exited := map[string]float64{}
-	for _, ev := range events {
-		name := envName(ev.EnvID)
-		if name == "" {
-			continue
-		}
-		v.History = append(v.History, HistoryEvent{Event: fmt.Sprintf("%s in environment '%s' (snapshot %d)", ev.Description, name, ev.SnapshotIndex),
-			Type: "artifact_" + ev.Type, Timestamp: ev.ReportedAt})
-		if ev.Type == "exited" {
-			exited[name] = ev.ReportedAt
 		}
 	}
 	for name, at := range exited {
 		if !runs[name] {
-			entry, _ := json.Marshal(map[string]any{"environment_name": name, "exited_at": at}) // plain values always marshal
+			entry, _ := json.Marshal(map[string]any{"environment_name": name, "snapshot_index": exitedIn[name], "exited_at": at}) // plain values always marshal
 			v.Exited = append(v.Exited, entry)
 		}
 	}

@@ -350,6 +350,20 @@ func TestContractArtifactHistory(t *testing.T) {
 				t.Fatalf("%s is not an array: %v", key, a[key])
 			}
 		}
+
+		// Running and exited name the environment and the snapshot it started or left in.
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "K8S", "description": ""}).want(t, http.StatusCreated)
+		k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/K8S", map[string]any{"artifacts": []any{
+			map[string]any{"digests": map[string]any{"app": fp}, "creationTimestamp": 1700000000}}}).want(t, http.StatusCreated)
+		a = k.get("/artifacts/"+testOrg+"/app/fingerprint/"+fp).want(t, http.StatusOK).JSON(t)
+		if r := a["running"].([]any); len(r) != 1 || r[0].(map[string]any)["environment_name"] != "prod" || r[0].(map[string]any)["snapshot_index"] != float64(1) {
+			t.Fatalf("running: %v", r)
+		}
+		k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/K8S", map[string]any{"artifacts": []any{}}).want(t, http.StatusCreated)
+		a = k.get("/artifacts/"+testOrg+"/app/fingerprint/"+fp).want(t, http.StatusOK).JSON(t)
+		if x := a["exited"].([]any); len(x) != 1 || x[0].(map[string]any)["environment_name"] != "prod" || x[0].(map[string]any)["snapshot_index"] != float64(2) {
+			t.Fatalf("exited: %v", x)
+		}
 	})
 }
 
