@@ -48,6 +48,24 @@ func apply(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelo
 			return "", err
 		}
 		return "", pj.afterFlowChange(ctx, tx, e.OrgID, e.FlowArchive.FlowID, e.At)
+	case contract.KindRepoTagged:
+		rt := e.RepoTags
+		if rt == nil {
+			return "", permanent("repo tags without body")
+		}
+		r, err := tx.RepoByID(ctx, e.OrgID, rt.RepoID)
+		if err != nil {
+			return "", classify(err)
+		}
+		tags := maps.Clone(r.Tags)
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		maps.Copy(tags, rt.SetTags)
+		for _, k := range rt.RemoveTags {
+			delete(tags, k)
+		}
+		return "", tx.SetRepoTags(ctx, e.OrgID, r.ID, tags)
 	case contract.KindFlowTagged:
 		ft := e.FlowTags
 		if ft == nil {
@@ -142,6 +160,9 @@ func applyTrail(ctx context.Context, tx store.Tx, e *contract.Envelope) (string,
 		if err := tx.PutTemplate(ctx, b.TemplateID, b.Template); err != nil {
 			return "", err
 		}
+	}
+	if err := ensureRepo(ctx, tx, e.OrgID, b.RepoInfo, e.At); err != nil {
+		return "", err
 	}
 	tr := store.Trail{
 		ID: b.ID, OrgID: e.OrgID, FlowID: flow.ID, Name: b.Name, TemplateID: flow.TemplateID,
@@ -240,6 +261,9 @@ func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (stri
 	if err := json.Unmarshal(a.Report, &rep); err != nil {
 		return "", permanent("artifact report body: %v", err)
 	}
+	if err := ensureRepo(ctx, tx, e.OrgID, repoInfoOf(a.Report), e.At); err != nil {
+		return "", err
+	}
 	err = tx.InsertArtifact(ctx, store.Artifact{
 		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: trailID, Fingerprint: a.Fingerprint, TemplateName: a.TemplateName,
 		Filename: rep.Filename, GitCommit: rep.GitCommit, RepoName: rep.RepoInfo.Name, Report: a.Report,
@@ -291,6 +315,9 @@ func applyAttestations(ctx context.Context, tx store.Tx, run []*contract.Envelop
 			return nil, classify(fmt.Errorf("trail %s: %w", e.Attestation.TrailName, store.ErrNotFound))
 		}
 		if recs[i], events[i], err = attestationRows(e, id); err != nil {
+			return nil, err
+		}
+		if err := ensureRepo(ctx, tx, e.OrgID, repoInfoOf(e.Attestation.Data), e.At); err != nil {
 			return nil, err
 		}
 		events[i].At = e.At

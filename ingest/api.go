@@ -235,6 +235,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerPolicies()
 	a.registerAsserts()
 	a.registerUsers()
+	a.registerRepos()
 	declareUpdates(a.huma)
 
 	a.mux.Get("/ready", a.serveReady)

@@ -190,6 +190,11 @@ func (a *API) registerArtifacts() {
 			p := principalFrom(ctx)
 			pg := pageOf(in.Page, in.PerPage, 15)
 			flt := store.ArtifactFilter{RepoName: in.RepoName, Page: pg}
+			if in.RepoName != "" && in.FlowName == "" {
+				if err := a.knownRepos(ctx, p, in.RepoName); err != nil {
+					return nil, err
+				}
+			}
 			if in.FlowName != "" {
 				f, err := a.flowByName(ctx, p, in.FlowName)
 				if err != nil {

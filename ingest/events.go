@@ -101,6 +101,9 @@ func (a *API) eventFilter(ctx context.Context, p *Principal, e store.Environment
 		}
 		*b.into = snapexpr.BoundaryAt(ts)
 	}
+	if err := a.knownRepos(ctx, p, in.RepoName...); err != nil {
+		return nil, err
+	}
 	f := &store.EventFilter{RepoNames: in.RepoName, Reverse: in.Reverse, Page: store.Page{Page: in.Page, PerPage: in.PerPage}}
 	for _, b := range []struct {
 		field, value string

@@ -13,7 +13,7 @@ import (
 func (a *API) registerTags() {
 	type tagsInput struct {
 		OrgPath
-		Kind string `path:"kind" enum:"flow,flows,env,environment,environments,control,controls" doc:"what is tagged, as the user typed it: flow(s), env, environment(s) or control(s)"`
+		Kind string `path:"kind" enum:"flow,flows,env,environment,environments,control,controls,repo,repos" doc:"what is tagged, as the user typed it: flow(s), env, environment(s), control(s) or repo(s) (by inner id)"`
 		Name string `path:"name"`
 		Body struct {
 			SetTags    map[string]string `json:"set_tags,omitempty" required:"false"`
@@ -54,6 +54,15 @@ func (a *API) registerTags() {
 				}
 				if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
 					Identifier: in.Name, Op: contract.ControlTag, SetTags: in.Body.SetTags, RemoveTags: in.Body.RemoveTags}}); err != nil {
+					return nil, err
+				}
+			case "repo", "repos":
+				r, err := a.repoByID(ctx, p, in.Name)
+				if err != nil {
+					return nil, err
+				}
+				if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindRepoTagged, RepoTags: &contract.RepoTags{
+					RepoID: r.ID, SetTags: in.Body.SetTags, RemoveTags: in.Body.RemoveTags}}); err != nil {
 					return nil, err
 				}
 			default:

@@ -45,6 +45,7 @@ const (
 	KindAllowlisted         Kind = "environment.allowlisted"
 	KindApprovalReported    Kind = "approval.reported"
 	KindControlChanged      Kind = "control.changed" // create, new version, archive, unarchive, tags
+	KindRepoTagged          Kind = "repo.tagged"
 )
 
 // Actor is who made the request that produced a message.
@@ -69,6 +70,7 @@ type Envelope struct {
 	FlowRename  *FlowRename       `json:"flow_rename,omitempty"`
 	FlowArchive *FlowRef          `json:"flow_archive,omitempty"`
 	FlowTags    *FlowTags         `json:"flow_tags,omitempty"`
+	RepoTags    *RepoTags         `json:"repo_tags,omitempty"`
 	Trail       *TrailBegin       `json:"trail,omitempty"`
 	Artifact    *ArtifactReport   `json:"artifact,omitempty"`
 	Attestation *AttestationInput `json:"attestation,omitempty"`
@@ -127,6 +129,8 @@ func (e *Envelope) PartitionKey() string {
 		return e.OrgID + "/custom-type/" + e.CustomType.Name
 	case e.TypeArchive != nil:
 		return e.OrgID + "/custom-type/" + e.TypeArchive.Name
+	case e.RepoTags != nil:
+		return e.OrgID + "/repo/" + e.RepoTags.RepoID
 	}
 	return e.OrgID
 }
@@ -214,6 +218,13 @@ type FlowRename struct {
 // FlowRef names a flow by ID.
 type FlowRef struct {
 	FlowID string `json:"flow_id"`
+}
+
+// RepoTags sets and removes tags of a repository, by its inner id.
+type RepoTags struct {
+	RepoID     string            `json:"repo_id"`
+	SetTags    map[string]string `json:"set_tags,omitempty"`
+	RemoveTags []string          `json:"remove_tags,omitempty"`
 }
 
 // FlowTags sets and removes tags of a flow.

@@ -310,6 +310,7 @@ type Reader interface {
 	ControlReader
 	IdentityReader
 	NotificationReader
+	RepoReader
 	PolicyReader
 	RejectedReader
 
@@ -341,6 +342,7 @@ type DirtyTrail struct {
 // Tx is one evaluator transaction: all of a message is applied, or none of it.
 type Tx interface {
 	Reader
+	RepoWriter
 	// Applied reports whether message id was applied before (redelivery).
 	Applied(ctx context.Context, id string) (bool, error)
 	// MarkApplied records message id as applied. It comes after MarkDirty of trailID in the

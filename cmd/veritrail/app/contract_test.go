@@ -552,3 +552,84 @@ func TestContractOpenAPIStatuses(t *testing.T) {
 		}
 	}
 }
+
+// TestContractRepos: repositories come from the repo_info of trails, attestations and
+// artifacts; `kosli get repo` sends a name with '/' as several path segments, `list repos`
+// its filters, `tag repo` the inner id.
+func TestContractRepos(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		github := func(id string) map[string]any {
+			return map[string]any{"id": id, "name": "acme/app", "url": "https://github.com/acme/app", "provider": "github"}
+		}
+		k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app", "description": ""},
+			file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
+		k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t1", "repo_info": github("42")}).
+			want(t, http.StatusCreated)
+		k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+			map[string]any{"attestation_name": "tests", "repo_info": github("43")}).want(t, http.StatusCreated)
+		commit := "0123456789abcdef0123456789abcdef01234567"
+		k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fmt.Sprintf("%064x", 3), "filename": "app:1",
+			"git_commit": commit, "build_url": "https://ci.example.com/1", "commit_url": "https://gitlab.com/acme/app/-/commit/" + commit,
+			"trail_name": "t1", "repo_info": map[string]any{"id": "7", "name": "acme/app", "url": "https://gitlab.com/acme/app",
+				"provider": "gitlab"}}).want(t, http.StatusCreated)
+		// CircleCI gives no id, so no repo_info worth a repo.
+		k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t2",
+			"repo_info": map[string]any{"name": "acme/ci", "url": "https://circleci.com/acme/ci", "provider": "circleci"}}).want(t, http.StatusCreated)
+
+		repos := "/repos/" + testOrg
+		list := func(query string) []any {
+			t.Helper()
+			body := k.get(repos+"?page=1&per_page=15"+query).want(t, http.StatusOK).JSON(t)
+			for _, key := range []string{"page", "per_page", "total_pages", "total_count"} {
+				if _, ok := body[key].(float64); !ok {
+					t.Fatalf("list repos%s: %s is not a number: %v", query, key, body)
+				}
+			}
+			return body["repos"].([]any)
+		}
+		if got := list(""); len(got) != 3 {
+			t.Fatalf("repos: %v", got)
+		}
+		wantMessage(t, k.get(repos+"/acme/app"), http.StatusBadRequest,
+			"Multiple repos named 'acme/app' exist (github, gitlab). Specify the 'provider'")
+		r := k.get(repos+"/acme/app?provider=gitlab").want(t, http.StatusOK).JSON(t)
+		id, _ := r["id"].(string)
+		if id == "" || r["name"] != "acme/app" || r["provider"] != "gitlab" || r["url"] != "https://gitlab.com/acme/app" || mustJSON(t, r["tags"]) != "{}" {
+			t.Fatalf("repo: %v", r)
+		}
+		k.get(repos+"/acme/app?provider=github").want(t, http.StatusOK) // two github repos of that name: one of them
+		if byID := k.get(repos+"/anything?id="+id).want(t, http.StatusOK).JSON(t); byID["id"] != id {
+			t.Fatalf("repo by id: %v", byID)
+		}
+		wantMessage(t, k.get(repos+"/acme/nope"), http.StatusNotFound, "Repo 'acme/nope' not found")
+		wantMessage(t, k.get(repos+"/acme/app?provider=bitbucket"), http.StatusNotFound, "Repo 'acme/app' not found")
+		wantMessage(t, k.get(repos+"/x?id=nope"), http.StatusNotFound, "Repo 'nope' not found")
+
+		for query, want := range map[string]int{"&search=ACME/A": 3, "&name=acme/app&provider=gitlab": 1, "&repo_id=42": 1,
+			"&name=acme": 0, "&tag=team": 0, "&sort_direction=desc": 3} {
+			if got := list(query); len(got) != want {
+				t.Errorf("list repos%s: %d, want %d", query, len(got), want)
+			}
+		}
+		wantError(t, k.get(repos+"?page=1&per_page=15&provider=svn"), http.StatusBadRequest, "Input payload validation failed", "query.provider")
+
+		// Tag repo by its inner id, as the CLI resolves it.
+		k.send(http.MethodPatch, "/tags/"+testOrg+"/repo/"+id, map[string]any{"set_tags": map[string]string{"team": "a"}, "remove_tags": []string{}}).
+			want(t, http.StatusOK)
+		if got := list("&tag=team:a"); len(got) != 1 || got[0].(map[string]any)["id"] != id {
+			t.Errorf("tagged repos: %v", got)
+		}
+		wantMessage(t, k.send(http.MethodPatch, "/tags/"+testOrg+"/repos/nope", map[string]any{"set_tags": map[string]string{}, "remove_tags": []string{}}),
+			http.StatusNotFound, "Repo 'nope' not found")
+
+		// Lists filtered by repository name.
+		if got := k.get("/artifacts/"+testOrg+"?page=1&per_page=15&repo_name=acme/app").want(t, http.StatusOK).Array(t); len(got) != 1 {
+			t.Errorf("artifacts of acme/app: %v", got)
+		}
+		wantMessage(t, k.get("/artifacts/"+testOrg+"?page=1&per_page=15&repo_name=acme/nope"), http.StatusNotFound, "Repo 'acme/nope' not found")
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "K8S", "description": ""}).want(t, http.StatusCreated)
+		wantMessage(t, k.get("/environments/"+testOrg+"/prod/events?page=1&per_page=15&interval=&reverse=false&repo_name=acme/nope"),
+			http.StatusNotFound, "Repo 'acme/nope' not found")
+	})
+}

@@ -113,6 +113,10 @@ func samples() map[string]sample {
 		"getCustomType":          {"read", read("/custom-attestation-types/ORG/coverage")},
 		"listCustomTypes":        {"read", read("/custom-attestation-types/ORG")},
 		"getDefaultOrg":          {"read", read("/user/default-org")},
+		"listRepos":              {"read", read("/repos/ORG")},
+		"getRepo":                {"read", read("/repos/ORG/solo")},
+		"getRepoOfOwner":         {"read", read("/repos/ORG/acme/app?provider=github")},
+		"getRepoInGroup":         {"read", read("/repos/ORG/grp/acme/app")},
 		"setDefaultOrg": {"read", func(_ *matrix, org string, _ bool) call {
 			return call{path: "/user/" + org, status: http.StatusOK}
 		}},
@@ -404,12 +408,17 @@ func (m *matrix) setUp(org string) {
 	t, k, mk := m.t, m.admin(org), marker(org)
 	k.multipart(http.MethodPut, "/flows/"+org+"/template_file", "data_json", map[string]any{"name": "app", "description": mk},
 		file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
-	k.multipart(http.MethodPut, "/trails/"+org+"/app", "data_json", map[string]any{"name": "t1", "description": mk}).
+	// The trail's repo_info makes the organization's repo (the marker in its URL).
+	k.multipart(http.MethodPut, "/trails/"+org+"/app", "data_json", map[string]any{"name": "t1", "description": mk,
+		"repo_info": map[string]any{"id": "42", "name": "acme/app", "url": "https://github.com/" + mk, "provider": "github"}}).
 		want(t, http.StatusCreated)
 	k.send(http.MethodPost, "/artifacts/"+org+"/app", map[string]any{"fingerprint": fpBackend, "filename": mk, "build_url": "b",
-		"commit_url": "c", "git_commit": commit, "trail_name": "t1"}).want(t, http.StatusCreated)
+		"commit_url": "c", "git_commit": commit, "trail_name": "t1",
+		"repo_info": map[string]any{"id": "7", "name": "solo", "url": "https://git.example.com/" + mk, "provider": "git"}}).want(t, http.StatusCreated)
 	k.multipart(http.MethodPost, "/attestations/"+org+"/app/trail/t1/generic", "data_json",
-		map[string]any{"attestation_name": "tests", "description": mk}, file{"attachment_file", "e.txt", []byte(mk)}).
+		map[string]any{"attestation_name": "tests", "description": mk,
+			"repo_info": map[string]any{"id": "9", "name": "grp/acme/app", "url": "https://gitlab.com/" + mk, "provider": "gitlab"}},
+		file{"attachment_file", "e.txt", []byte(mk)}).
 		want(t, http.StatusCreated)
 	k.multipart(http.MethodPost, "/attestations/"+org+"/app/trail/t1/generic", "data_json",
 		map[string]any{"attestation_name": "smoke", "artifact_fingerprint": fpBackend, "description": mk}).want(t, http.StatusCreated)

@@ -258,7 +258,7 @@ var createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)`)
 func (s *Store) Wipe(ctx context.Context) error {
 	return s.Update(ctx, func(tx store.Tx) error {
 		t := tx.(*txn)
-		for _, stmt := range slices.Concat(schemaStatements, policyStatements) {
+		for _, stmt := range slices.Concat(schemaStatements, policyStatements, addedTables) {
 			m := createTableRE.FindStringSubmatch(stmt)
 			if m == nil {
 				continue

@@ -33,6 +33,8 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 4, Name: "user default organization", Up: migrate.Statements(`ALTER TABLE users ADD COLUMN default_org_id TEXT`)},
 			// A control version's links ({label: url}) as JSON; NULL for none.
 			{Version: 5, Name: "control links", Up: migrate.Statements(`ALTER TABLE control_versions ADD COLUMN links TEXT`)},
+			// Repositories, from the repo_info of trails, attestations and artifacts.
+			{Version: 6, Name: "repos", Up: migrate.Statements(reposTable, `CREATE INDEX IF NOT EXISTS repos_name ON repos (org_id, name)`)},
 		},
 	}
 }
