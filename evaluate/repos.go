@@ -18,11 +18,12 @@ type repoInfo struct {
 	Provider string `json:"provider"`
 }
 
-// repoOf reads the repository a repo_info names; ok is false unless it gives an id, a name and
-// a URL (the CLI sends it only then).
+// repoOf reads the repository a repo_info names; ok is false when it names none. The CLI sends
+// repo_info only with an id, a name and a URL, but other clients (and older data) give only a
+// name, which names a repository too: artifacts are listed by it.
 func repoOf(orgID string, raw json.RawMessage, at float64) (store.Repo, bool) {
 	var ri repoInfo
-	if len(raw) == 0 || json.Unmarshal(raw, &ri) != nil || ri.ID == "" || ri.Name == "" || ri.URL == "" {
+	if len(raw) == 0 || json.Unmarshal(raw, &ri) != nil || ri.Name == "" {
 		return store.Repo{}, false
 	}
 	return store.Repo{ID: repoID(orgID, ri.Provider, ri.ID, ri.Name), OrgID: orgID, Provider: ri.Provider, ExternalID: ri.ID,

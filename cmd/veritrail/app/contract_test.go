@@ -573,9 +573,6 @@ func TestContractRepos(t *testing.T) {
 			"git_commit": commit, "build_url": "https://ci.example.com/1", "commit_url": "https://gitlab.com/acme/app/-/commit/" + commit,
 			"trail_name": "t1", "repo_info": map[string]any{"id": "7", "name": "acme/app", "url": "https://gitlab.com/acme/app",
 				"provider": "gitlab"}}).want(t, http.StatusCreated)
-		// CircleCI gives no id, so no repo_info worth a repo.
-		k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t2",
-			"repo_info": map[string]any{"name": "acme/ci", "url": "https://circleci.com/acme/ci", "provider": "circleci"}}).want(t, http.StatusCreated)
 
 		repos := "/repos/" + testOrg
 		list := func(query string) []any {
