@@ -48,6 +48,24 @@ func apply(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelo
 			return "", err
 		}
 		return "", pj.afterFlowChange(ctx, tx, e.OrgID, e.FlowArchive.FlowID, e.At)
+	case contract.KindRepoTagged:
+		rt := e.RepoTags
+		if rt == nil {
+			return "", permanent("repo tags without body")
+		}
+		r, err := tx.RepoByID(ctx, e.OrgID, rt.RepoID)
+		if err != nil {
+			return "", classify(err)
+		}
+		tags := maps.Clone(r.Tags)
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		maps.Copy(tags, rt.SetTags)
+		for _, k := range rt.RemoveTags {
+			delete(tags, k)
+		}
+		return "", tx.SetRepoTags(ctx, e.OrgID, r.ID, tags)
 	case contract.KindFlowTagged:
 		ft := e.FlowTags
 		if ft == nil {
@@ -142,6 +160,9 @@ func applyTrail(ctx context.Context, tx store.Tx, e *contract.Envelope) (string,
 		if err := tx.PutTemplate(ctx, b.TemplateID, b.Template); err != nil {
 			return "", err
 		}
+	}
+	if err := ensureRepo(ctx, tx, e.OrgID, b.RepoInfo, e.At); err != nil {
+		return "", err
 	}
 	tr := store.Trail{
 		ID: b.ID, OrgID: e.OrgID, FlowID: flow.ID, Name: b.Name, TemplateID: flow.TemplateID,
@@ -240,6 +261,9 @@ func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (stri
 	if err := json.Unmarshal(a.Report, &rep); err != nil {
 		return "", permanent("artifact report body: %v", err)
 	}
+	if err := ensureRepo(ctx, tx, e.OrgID, repoInfoOf(a.Report), e.At); err != nil {
+		return "", err
+	}
 	err = tx.InsertArtifact(ctx, store.Artifact{
 		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: trailID, Fingerprint: a.Fingerprint, TemplateName: a.TemplateName,
 		Filename: rep.Filename, GitCommit: rep.GitCommit, RepoName: rep.RepoInfo.Name, Report: a.Report,
@@ -291,6 +315,9 @@ func applyAttestations(ctx context.Context, tx store.Tx, run []*contract.Envelop
 			return nil, classify(fmt.Errorf("trail %s: %w", e.Attestation.TrailName, store.ErrNotFound))
 		}
 		if recs[i], events[i], err = attestationRows(e, id); err != nil {
+			return nil, err
+		}
+		if err := ensureRepo(ctx, tx, e.OrgID, repoInfoOf(e.Attestation.Data), e.At); err != nil {
 			return nil, err
 		}
 		events[i].At = e.At
@@ -361,8 +388,20 @@ func applyCustomType(ctx context.Context, tx store.Tx, e *contract.Envelope) err
 		return err
 	}
 	return tx.PutCustomTypeVersion(ctx, e.OrgID, c.Name, c.Description, store.CustomTypeVersion{
-		Version: version, Schema: c.Schema, Rules: c.Rules, CreatedBy: e.Actor.Name, CreatedAt: e.At,
+		Version: version, Schema: c.Schema, Rules: c.Rules, Summary: summaryExprs(c.Summary), CreatedBy: e.Actor.Name, CreatedAt: e.At,
 	})
+}
+
+// summaryExprs is a message's summary as the store keeps it (nil for none).
+func summaryExprs(in []contract.SummaryExpr) []store.SummaryExpr {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]store.SummaryExpr, len(in))
+	for i, s := range in {
+		out[i] = store.SummaryExpr{Name: s.Name, Expression: s.Expression}
+	}
+	return out
 }
 
 func applyControl(ctx context.Context, tx store.Tx, e *contract.Envelope) error {
@@ -383,8 +422,14 @@ func applyControl(ctx context.Context, tx store.Tx, e *contract.Envelope) error 
 		return permanent("control %s already exists", c.Identifier)
 	case contract.ControlUpdate:
 		cur := existing.Current()
-		v := store.ControlVersion{Version: cur.Version + 1, Name: cur.Name, Description: cur.Description,
+		v := store.ControlVersion{Version: cur.Version + 1, Name: cur.Name, Description: cur.Description, Links: cur.Links,
 			CreatedBy: e.Actor.Name, CreatedAt: e.At}
+		if c.Links != nil {
+			v.Links = nil
+			if len(*c.Links) > 0 {
+				v.Links = *c.Links
+			}
+		}
 		if c.Name != nil {
 			v.Name = *c.Name
 		}

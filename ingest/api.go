@@ -253,6 +253,10 @@ func New(cfg Config, d Deps) *API {
 	a.registerNotifications()
 	a.registerPolicies()
 	a.registerAsserts()
+	a.registerUsers()
+	a.registerRepos()
+	declareUpdates(a.huma)
+
 	if d.Tracing != nil {
 		a.tracer = d.Tracing.Tracer("github.com/veritrail/veritrail/ingest")
 	}
@@ -510,8 +514,10 @@ func (a *API) flowAndTrail(ctx context.Context, p *Principal, flowName, trailNam
 	return flow, tr, err
 }
 
-// parseTemplate validates a template file and words its problems as the hosted service does.
-func parseTemplate(field string, content []byte) (*template.Template, error) {
+// parseTemplate validates a template file and words its problems as the hosted service does:
+// "Input payload validation failed" with the fields for create flow; for begin trail (forTrail)
+// pydantic's "<N> validation errors for Template" and a line per problem, which the CLI looks for.
+func parseTemplate(field string, content []byte, forTrail bool) (*template.Template, error) {
 	if msg := textPartProblem(content); msg != "" {
 		return nil, fieldError(field, "%s", msg)
 	}
@@ -528,8 +534,11 @@ func parseTemplate(field string, content []byte) (*template.Template, error) {
 		if len(fields) == 0 {
 			fields[field] = err.Error()
 		}
-		return nil, &Error{Status: http.StatusBadRequest,
-			Message: fmt.Sprintf("Invalid template: %d error(s): %s", len(fields), fieldList(fields)), Errors: fields}
+		msg := "Input payload validation failed"
+		if forTrail {
+			msg = templateErrors(fields)
+		}
+		return nil, &Error{Status: http.StatusBadRequest, Message: msg, Errors: fields}
 	}
 	if err != nil {
 		return nil, fieldError(field, "%v", err)

@@ -44,9 +44,15 @@ func (a *API) registerArtifacts() {
 		FlowPath
 		Body ArtifactReport
 	}
+	// The hosted service answers {"message": "OK"}; the CLI ignores it but needs a body.
+	type reportOutput struct {
+		Body struct {
+			Message string `json:"message"`
+		}
+	}
 	o := op(http.MethodPost, "/artifacts/{org}/{flow}", "reportArtifact", PrivWrite, "Report an artifact", "Artifacts")
 	o.DefaultStatus = http.StatusCreated
-	huma.Register(a.huma, o, func(ctx context.Context, in *reportInput) (*stringOutput, error) {
+	huma.Register(a.huma, o, func(ctx context.Context, in *reportInput) (*reportOutput, error) {
 		p := principalFrom(ctx)
 		b := in.Body
 		c := checker{}
@@ -55,7 +61,7 @@ func (a *API) registerArtifacts() {
 		c.matchOptional("git_commit", b.GitCommit, gitCommitRE, gitCommitPattern)
 		checkCommitInfo(c, "git_commit_info", b.GitCommitInfo)
 		checkObject(c, "repo_info", b.RepoInfo)
-		checkObject(c, "external_urls", b.ExternalURLs)
+		checkExternalURLs(c, "external_urls", b.ExternalURLs)
 		checkObject(c, "annotations", b.Annotations)
 		for i, cm := range b.CommitsList {
 			checkCommitInfo(c, fmt.Sprintf("commits_list[%d]", i), cm)
@@ -86,7 +92,9 @@ func (a *API) registerArtifacts() {
 		if err := a.publish(ctx, p, env); err != nil {
 			return nil, err
 		}
-		return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Artifact '%s' was reported", b.Fingerprint)}, nil
+		out := &reportOutput{}
+		out.Body.Message = "OK"
+		return out, nil
 	})
 
 	type fpInput struct {
@@ -182,6 +190,11 @@ func (a *API) registerArtifacts() {
 			p := principalFrom(ctx)
 			pg := pageOf(in.Page, in.PerPage, 15)
 			flt := store.ArtifactFilter{RepoName: in.RepoName, Page: pg}
+			if in.RepoName != "" && in.FlowName == "" {
+				if err := a.knownRepos(ctx, p, in.RepoName); err != nil {
+					return nil, err
+				}
+			}
 			if in.FlowName != "" {
 				f, err := a.flowByName(ctx, p, in.FlowName)
 				if err != nil {
@@ -303,6 +316,16 @@ type HistoryEvent struct {
 	Timestamp float64 `json:"timestamp"`
 }
 
+// creationEvent is the history text of an artifact's report, the hosted service's: "<template
+// name> reported" (`build reported` for --name build); "Artifact created" for a report that
+// names no template artifact (the legacy report artifact).
+func creationEvent(templateName *string) string {
+	if n := deref(templateName); n != "" {
+		return n + " reported"
+	}
+	return "Artifact created"
+}
+
 func (a *API) artifactViews(ctx context.Context, p *Principal, flows map[string]store.Flow, arts []store.Artifact) (*listOutput[ArtifactView], error) {
 	out := &listOutput[ArtifactView]{Body: make([]ArtifactView, 0, len(arts))}
 	if flows == nil {
@@ -343,7 +366,7 @@ func (a *API) artifactView(ctx context.Context, p *Principal, flow store.Flow, a
 		APIURL:    a.cfg.BaseURL + "/api/v2/artifacts/" + p.Org.Name + "/" + flow.Name + "/fingerprint/" + art.Fingerprint,
 		CreatedAt: art.CreatedAt, ReportedBy: art.ReportedBy, State: art.State, IsCompliant: art.State == "COMPLIANT",
 		Running: []json.RawMessage{}, Exited: []json.RawMessage{},
-		History:      []HistoryEvent{{Event: fmt.Sprintf("Artifact reported to trail '%s'", tr.Name), Type: "artifact_creation_reported", Timestamp: art.CreatedAt}},
+		History:      []HistoryEvent{{Event: creationEvent(rep.TemplateReferenceName), Type: "artifact_creation_reported", Timestamp: art.CreatedAt}},
 		ExternalURLs: orJSON(rep.ExternalURLs, "{}"), Annotations: orJSON(rep.Annotations, "{}"), UserData: orJSON(rep.UserData, "{}"),
 	}
 	if err := a.whereItRuns(ctx, p, art.Fingerprint, &v); err != nil {
@@ -367,6 +390,28 @@ func (a *API) whereItRuns(ctx context.Context, p *Principal, fp string, v *Artif
 		envNames[id] = n
 		return n
 	}
+	// Events first: they give the snapshot an artifact started running in, and left.
+	events, err := a.store.FingerprintEvents(ctx, p.Org.ID, fp)
+	if err != nil {
+		return a.internal(ctx, "look up environment events", err)
+	}
+	started := map[string]int{}
+	exited := map[string]float64{}
+	exitedIn := map[string]int{}
+	for _, ev := range events {
+		name := envName(ev.EnvID)
+		if name == "" {
+			continue
+		}
+		v.History = append(v.History, HistoryEvent{Event: fmt.Sprintf("%s in environment '%s' (snapshot %d)", ev.Description, name, ev.SnapshotIndex),
+			Type: "artifact_" + ev.Type, Timestamp: ev.ReportedAt})
+		switch ev.Type {
+		case "exited":
+			exited[name], exitedIn[name] = ev.ReportedAt, ev.SnapshotIndex
+		case "started":
+			started[name] = ev.SnapshotIndex
+		}
+	}
 	running, err := a.store.RunningIn(ctx, p.Org.ID, fp)
 	if err != nil {
 		return a.internal(ctx, "look up running", err)
@@ -375,29 +420,14 @@ func (a *API) whereItRuns(ctx context.Context, p *Principal, fp string, v *Artif
 	for _, r := range running {
 		if name := envName(r.EnvID); name != "" {
 			runs[name] = true
-			entry, _ := json.Marshal(map[string]any{"environment_name": name, "artifact_name": r.Name, "since": r.Since}) // plain values always marshal
+			entry, _ := json.Marshal(map[string]any{"environment_name": name, "snapshot_index": started[name], "artifact_name": r.Name,
+				"since": r.Since}) // plain values always marshal
 			v.Running = append(v.Running, entry)
-		}
-	}
-	events, err := a.store.FingerprintEvents(ctx, p.Org.ID, fp)
-	if err != nil {
-		return a.internal(ctx, "look up environment events", err)
-	}
-	exited := map[string]float64{}
-	for _, ev := range events {
-		name := envName(ev.EnvID)
-		if name == "" {
-			continue
-		}
-		v.History = append(v.History, HistoryEvent{Event: fmt.Sprintf("%s in environment '%s' (snapshot %d)", ev.Description, name, ev.SnapshotIndex),
-			Type: "artifact_" + ev.Type, Timestamp: ev.ReportedAt})
-		if ev.Type == "exited" {
-			exited[name] = ev.ReportedAt
 		}
 	}
 	for name, at := range exited {
 		if !runs[name] {
-			entry, _ := json.Marshal(map[string]any{"environment_name": name, "exited_at": at}) // plain values always marshal
+			entry, _ := json.Marshal(map[string]any{"environment_name": name, "snapshot_index": exitedIn[name], "exited_at": at}) // plain values always marshal
 			v.Exited = append(v.Exited, entry)
 		}
 	}

@@ -119,7 +119,14 @@ func (a *API) assert(ctx context.Context, p *Principal, prefix, flowName, envNam
 			err = a.queryError(ctx, a.query.AssertEnvironment(ctx, f, fp, ev, &res), unknown)
 			return res, err
 		}
-		// An environment without policies is ignored: the artifact is judged by its trails.
+		// An environment without policies requires nothing: the artifact may run there, and
+		// the answer still lists its trails (CLIENT-2.md section 14).
+		if len(res.Flows) == 0 {
+			return res, unknown()
+		}
+		res.Scope, res.Environment, res.Compliant = policyquery.ScopeEnvironment, &f.Env.Name, true
+		res.PolicyEvaluations = []policyeval.Evaluation{}
+		return res, nil
 	case len(policyNames) > 0:
 		err = a.assertPolicies(ctx, p, policyNames, fp, ev, &res, unknown)
 		return res, err

@@ -42,7 +42,7 @@ func (a *AttestationCommon) check(c checker, _ *form) {
 	}
 	checkCommitInfo(c, "git_commit_info", a.GitCommitInfo)
 	checkObject(c, "repo_info", a.RepoInfo)
-	checkObject(c, "external_urls", a.ExternalURLs)
+	checkExternalURLs(c, "external_urls", a.ExternalURLs)
 	checkObject(c, "annotations", a.Annotations)
 }
 
@@ -69,24 +69,25 @@ func (a *API) registerAttestations() {
 	type overrideInput struct {
 		TrailPath
 		Body struct {
+			// The common attestation payload, as `kosli attest override` sends it.
+			AttestationCommon
+			// Shadows the common field to declare the name rule (c.name checks it).
 			AttestationName         string          `json:"attestation_name" maxLength:"256"`
 			Reason                  string          `json:"reason"`
-			NewComplianceStatus     any             `json:"new_compliance_status" doc:"COMPLIANT or NON-COMPLIANT (or a boolean)"`
-			OriginalAttestationType string          `json:"original_attestation_type,omitempty" required:"false"`
-			ArtifactFingerprint     string          `json:"artifact_fingerprint,omitempty" required:"false"`
-			TargetArtifacts         []string        `json:"target_artifacts,omitempty" required:"false"`
+			NewComplianceStatus     any             `json:"new_compliance_status" doc:"a boolean (or COMPLIANT / NON-COMPLIANT)"`
+			OriginalAttestationType string          `json:"original_attestation_type,omitempty" required:"false" doc:"e.g. generic; the type of the override when nothing is overridden yet"`
 			UserData                json.RawMessage `json:"user_data,omitempty" required:"false"`
 		}
 	}
 	o := op(http.MethodPost, "/attestations/{org}/{flow}/trail/{trail}/override", "overrideAttestation", PrivWrite,
-		"Override the compliance of an attestation", "Attestations")
+		"Override the compliance of an attestation, reported or only expected", "Attestations")
 	o.DefaultStatus = http.StatusCreated
 	huma.Register(a.huma, o, func(ctx context.Context, in *overrideInput) (*stringOutput, error) {
 		p := principalFrom(ctx)
 		b := in.Body
 		c := checker{}
-		c.name("attestation_name", b.AttestationName, nil, "")
-		checkTargets(c, b.TargetArtifacts)
+		b.AttestationCommon.AttestationName = b.AttestationName
+		b.AttestationCommon.check(c, nil)
 		c.required("reason", b.Reason)
 		compliant, ok := parseComplianceStatus(b.NewComplianceStatus)
 		if !ok {
@@ -100,16 +101,33 @@ func (a *API) registerAttestations() {
 			return nil, err
 		}
 		name, target := splitAttestationName(b.AttestationName, b.TargetArtifacts)
+		// The override replaces the latest attestation of the name, which must count the
+		// attestations reported before it: wait for the organization's writes in flight.
+		a.awaitWrites(ctx, p)
 		orig, err := a.latestAttestation(ctx, p, tr, name, b.ArtifactFingerprint, target)
-		if err != nil {
+		var missing *Error
+		if errors.As(err, &missing) && missing.Status == http.StatusNotFound {
+			// Nothing reported under the name yet (the template expects it): the override
+			// stands in for it, with the type the client names, until one is reported.
+			orig = store.Attestation{Name: name, Type: storedType(b.OriginalAttestationType),
+				ArtifactFingerprint: b.ArtifactFingerprint, TargetArtifact: target}
+		} else if err != nil {
 			return nil, err
 		}
-		if b.OriginalAttestationType != "" && b.OriginalAttestationType != orig.Type && b.OriginalAttestationType != displayType(orig.Type) {
+		if orig.ID != "" && b.OriginalAttestationType != "" && b.OriginalAttestationType != orig.Type && b.OriginalAttestationType != displayType(orig.Type) {
 			return nil, fieldError("original_attestation_type", "The attestation '%s' has type '%s', not '%s'", name, displayType(orig.Type), b.OriginalAttestationType)
 		}
 		data := map[string]any{"reason": b.Reason, "new_compliance_status": b.NewComplianceStatus}
-		if !isJSONNull(b.UserData) {
-			data["user_data"] = b.UserData
+		for key, v := range map[string]json.RawMessage{"user_data": b.UserData, "git_commit_info": b.GitCommitInfo,
+			"repo_info": b.RepoInfo, "external_urls": b.ExternalURLs, "annotations": b.Annotations} {
+			if !isJSONNull(v) {
+				data[key] = v
+			}
+		}
+		for key, v := range map[string]*string{"description": b.Description, "origin_url": b.OriginURL} {
+			if v != nil {
+				data[key] = *v
+			}
 		}
 		rawData, err := json.Marshal(data)
 		if err != nil {
@@ -123,7 +141,7 @@ func (a *API) registerAttestations() {
 		if err := a.publish(ctx, p, env); err != nil {
 			return nil, err
 		}
-		return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Attestation '%s' was overridden", name)}, nil
+		return &stringOutput{Status: http.StatusCreated, Body: "OK"}, nil
 	})
 
 	type byTrailInput struct {
@@ -289,6 +307,18 @@ func parseComplianceStatus(v any) (bool, bool) {
 		}
 	}
 	return false, false
+}
+
+// storedType is the stored type of a type as the client names it (the inverse of displayType);
+// generic when it names none.
+func storedType(t string) string {
+	switch t {
+	case "":
+		return "generic"
+	case "system:decision":
+		return "decision"
+	}
+	return t
 }
 
 func displayType(t string) string {
@@ -540,9 +570,7 @@ func (a *API) attestationsNamed(ctx context.Context, p *Principal, flow store.Fl
 			out.Body = append(out.Body, a.attestationView(p, flow, tr, x))
 		}
 	}
-	if len(out.Body) == 0 {
-		return nil, apiError(http.StatusNotFound, "Attestation '%s' does not exist in flow '%s' belonging to organization '%s'", name, flow.Name, p.Org.Name)
-	}
+	// None of that name is an empty list, not a 404: the CLI prints "No attestations found."
 	return out, nil
 }
 

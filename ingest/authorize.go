@@ -71,7 +71,13 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 	}
 	public, _ := o.Metadata[publicKey].(bool)
 	orgName := ctx.Param("org")
-	p, err := a.auth.Authenticate(ctx.Context(), ctx.Header("Authorization"), orgName, public)
+	var p *Principal
+	var err error
+	if inDefault, _ := o.Metadata[inDefaultOrgKey].(bool); inDefault {
+		p, err = a.auth.InDefaultOrg(ctx.Context(), ctx.Header("Authorization"))
+	} else {
+		p, err = a.auth.Authenticate(ctx.Context(), ctx.Header("Authorization"), orgName, public)
+	}
 	if err != nil {
 		a.writeErr(ctx, a.refusedCaller(ctx.Context(), orgName, err))
 		return

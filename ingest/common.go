@@ -36,6 +36,31 @@ func checkObject(c checker, field string, raw json.RawMessage) {
 	}
 }
 
+// checkExternalURLs checks external_urls, {label: {href, fingerprint?}}: an object whose
+// fingerprints, when given, are SHA-256 digests (the server validates them; the CLI only checks
+// that each label has a URL).
+func checkExternalURLs(c checker, field string, raw json.RawMessage) {
+	if isJSONNull(raw) {
+		return
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		c[field] = "Input should be a valid dictionary"
+		return
+	}
+	for label, v := range m {
+		var u struct {
+			Fingerprint *string `json:"fingerprint"`
+		}
+		if json.Unmarshal(v, &u) != nil {
+			continue // an entry that is a bare URL string is kept as sent
+		}
+		if u.Fingerprint != nil && !fingerprintRE.MatchString(*u.Fingerprint) {
+			c[field+"."+label+".fingerprint"] = patternError(fingerprintPattern, *u.Fingerprint)
+		}
+	}
+}
+
 // commitInfo is the git commit object the CLI sends.
 type commitInfo struct {
 	Sha1           string          `json:"sha1"`

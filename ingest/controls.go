@@ -2,9 +2,12 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -23,6 +26,31 @@ type ControlPostInput struct {
 type ControlPutInput struct {
 	Name        *string `json:"name,omitempty" required:"false" maxLength:"256"`
 	Description *string `json:"description,omitempty" required:"false" doc:"an empty string clears it"`
+	// Decoded by the handler, which words a value that is not an object as the hosted service does.
+	Links json.RawMessage `json:"links,omitempty" required:"false" doc:"object {label: url}; replaces every link of the control ({} removes them)"`
+}
+
+// links decodes the links of an update: nil when absent, a field error when not an object of
+// strings.
+func (in ControlPutInput) links(c checker) *map[string]string {
+	if isJSONNull(in.Links) {
+		return nil
+	}
+	checkObject(c, "links", in.Links)
+	if len(c) > 0 {
+		return nil
+	}
+	var links map[string]string
+	if err := json.Unmarshal(in.Links, &links); err != nil {
+		c["links"] = "Input should be a valid dictionary of strings"
+		return nil
+	}
+	for label, url := range links {
+		if url == "" {
+			c["links."+label] = "String should have at least 1 character [input: ]"
+		}
+	}
+	return &links
 }
 
 // ControlView is a control as the API shows it.
@@ -33,6 +61,7 @@ type ControlView struct {
 	Version        int                  `json:"version"`
 	Archived       bool                 `json:"archived"`
 	Tags           map[string]string    `json:"tags"`
+	Links          map[string]string    `json:"links" doc:"the current version's links, {} when none"`
 	CreatedBy      string               `json:"created_by"`
 	CreatedAt      float64              `json:"created_at"`
 	LastModifiedAt float64              `json:"last_modified_at"`
@@ -43,17 +72,25 @@ type ControlView struct {
 
 // ControlVersionView is one version of a control, oldest first in ControlView.Versions.
 type ControlVersionView struct {
-	Version     int     `json:"version"`
-	Name        string  `json:"name"`
-	Description string  `json:"description"`
-	CreatedBy   string  `json:"created_by"`
-	CreatedAt   float64 `json:"created_at"`
+	Version     int               `json:"version"`
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Links       map[string]string `json:"links"`
+	CreatedBy   string            `json:"created_by"`
+	CreatedAt   float64           `json:"created_at"`
+}
+
+func nonNilLinks(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 func (a *API) controlView(org string, c store.Control) ControlView {
 	cur := c.Current()
 	v := ControlView{Identifier: c.Identifier, Name: cur.Name, Description: cur.Description, Version: cur.Version,
-		Archived: c.Archived, Tags: c.Tags, LastModifiedAt: cur.CreatedAt, Org: org,
+		Archived: c.Archived, Tags: c.Tags, Links: nonNilLinks(cur.Links), LastModifiedAt: cur.CreatedAt, Org: org,
 		HTMLURL: a.cfg.BaseURL + "/" + org + "/controls/" + c.Identifier, Versions: make([]ControlVersionView, 0, len(c.Versions))}
 	if v.Tags == nil {
 		v.Tags = map[string]string{}
@@ -63,7 +100,7 @@ func (a *API) controlView(org string, c store.Control) ControlView {
 	}
 	for _, ver := range c.Versions {
 		v.Versions = append(v.Versions, ControlVersionView{Version: ver.Version, Name: ver.Name, Description: ver.Description,
-			CreatedBy: ver.CreatedBy, CreatedAt: ver.CreatedAt})
+			Links: nonNilLinks(ver.Links), CreatedBy: ver.CreatedBy, CreatedAt: ver.CreatedAt})
 	}
 	return v
 }
@@ -93,6 +130,7 @@ func (a *API) registerControls() {
 	}
 	o := op(http.MethodPost, "/controls/{org}", "createControl", PrivWrite, "Create a control", "Controls")
 	o.DefaultStatus = http.StatusCreated
+	o.Errors = append(o.Errors, http.StatusConflict) // an identifier taken (the CLI does not retry this 409)
 	huma.Register(a.huma, o, func(ctx context.Context, in *createInput) (*stringOutput, error) {
 		p := principalFrom(ctx)
 		b := in.Body
@@ -130,6 +168,7 @@ func (a *API) registerControls() {
 			}
 			c := checker{}
 			c.optionalName("name", in.Body.Name, nil, "")
+			links := in.Body.links(c)
 			if err := c.err(); err != nil {
 				return nil, err
 			}
@@ -137,7 +176,8 @@ func (a *API) registerControls() {
 				return nil, err
 			}
 			if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
-				Identifier: in.Control, Op: contract.ControlUpdate, Name: in.Body.Name, Description: in.Body.Description}}); err != nil {
+				Identifier: in.Control, Op: contract.ControlUpdate, Name: in.Body.Name, Description: in.Body.Description,
+				Links: links}}); err != nil {
 				return nil, err
 			}
 			return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Control '%s' was updated", in.Control)}, nil
@@ -156,13 +196,17 @@ func (a *API) registerControls() {
 
 	type listInput struct {
 		OrgPath
-		Page     int  `query:"page" minimum:"0"`
-		PerPage  int  `query:"per_page" minimum:"0" maximum:"100"`
-		Archived bool `query:"archived" doc:"list the archived controls instead of the active ones"`
+		Page          int      `query:"page" minimum:"0"`
+		PerPage       int      `query:"per_page" minimum:"0" maximum:"100"`
+		Archived      bool     `query:"archived" doc:"list the archived controls instead of the active ones"`
+		Search        string   `query:"search" doc:"a part of the identifier or the name, any case"`
+		Tags          []string `query:"tag,explode" doc:"key (the tag is set) or key:value; repeat for all of several"`
+		SortDirection string   `query:"sort_direction" doc:"by identifier: asc (default) or desc"`
 	}
 	type listBody struct {
 		Controls   []ControlView `json:"controls"`
 		Page       int           `json:"page"`
+		PerPage    int           `json:"per_page"`
 		TotalPages int           `json:"total_pages"`
 		TotalCount int           `json:"total_count"`
 	}
@@ -170,17 +214,35 @@ func (a *API) registerControls() {
 	huma.Register(a.huma, op(http.MethodGet, "/controls/{org}", "listControls", PrivRead, "List controls", "Controls"),
 		func(ctx context.Context, in *listInput) (*listOutput, error) {
 			p := principalFrom(ctx)
+			c := checker{}
+			checkChoice(c, "sort_direction", in.SortDirection, sortDirections)
+			if len(c) > 0 {
+				return nil, validationFailed(c)
+			}
 			pg := pageOf(in.Page, in.PerPage, 20)
-			cs, total, err := a.store.ListControls(ctx, p.Org.ID, store.ControlFilter{Page: pg, Archived: in.Archived})
+			all, _, err := a.store.ListControls(ctx, p.Org.ID, store.ControlFilter{Archived: in.Archived})
 			if err != nil {
 				return nil, a.internal(ctx, "list controls", err)
 			}
-			views := make([]ControlView, 0, len(cs))
-			for _, c := range cs {
-				views = append(views, a.controlView(p.Org.Name, c))
+			search := strings.ToLower(in.Search)
+			cs := make([]store.Control, 0, len(all))
+			for _, ctl := range all {
+				if (strings.Contains(strings.ToLower(ctl.Identifier), search) || strings.Contains(strings.ToLower(ctl.Current().Name), search)) &&
+					tagsMatch(ctl.Tags, in.Tags) {
+					cs = append(cs, ctl)
+				}
 			}
-			pages := pagination(total, pg)
-			return &listOutput{Body: listBody{Controls: views, Page: pages.Page, TotalPages: pages.PageCount, TotalCount: total}}, nil
+			if in.SortDirection == "desc" {
+				slices.Reverse(cs) // the store lists by identifier
+			}
+			lo, hi := window(len(cs), pg)
+			views := make([]ControlView, 0, hi-lo)
+			for _, ctl := range cs[lo:hi] {
+				views = append(views, a.controlView(p.Org.Name, ctl))
+			}
+			pages := pagination(len(cs), pg)
+			return &listOutput{Body: listBody{Controls: views, Page: pages.Page, PerPage: pg.PerPage, TotalPages: pages.PageCount,
+				TotalCount: len(cs)}}, nil
 		})
 
 	for _, change := range []struct {

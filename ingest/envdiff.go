@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -40,6 +41,11 @@ func (a *API) resolveSnappish(ctx context.Context, p *Principal, field, s string
 		return "", nil, nil, err
 	}
 	idx, err := expr.Resolve(len(ts), func(i int) float64 { return ts[i-1] }, time.Now())
+	var re *snapexpr.RangeError
+	if errors.As(err, &re) {
+		// The snappish echoed exactly as typed, with no #-1 added.
+		return "", nil, nil, apiError(http.StatusNotFound, "%s", re.MessageEchoing(p.Org.Name, s, e.Name))
+	}
 	if err != nil {
 		return "", nil, nil, exprError(field, err, p.Org.Name, e.Name)
 	}
@@ -63,13 +69,20 @@ func (a *API) resolveSnappish(ctx context.Context, p *Principal, field, s string
 func (a *API) registerEnvDiff() {
 	type diffInput struct {
 		OrgPath
-		Snappish1 string `query:"snappish1" required:"true" doc:"ENV, ENV#N, ENV~N or ENV@{time}"`
-		Snappish2 string `query:"snappish2" required:"true"`
+		// Not required for Huma: an empty or missing snappish is the hosted service's
+		// "Bad snappish " (trailing space), a plain message without field errors.
+		Snappish1 string `query:"snappish1" doc:"ENV, ENV#N, ENV~N or ENV@{time}; required"`
+		Snappish2 string `query:"snappish2" doc:"required"`
 	}
 	type diffOutput struct{ Body snapshot.DiffResult }
 	huma.Register(a.huma, op(http.MethodGet, "/env-diff/{org}", "diffSnapshots", PrivRead, "Compare two snapshots", "Snapshots"),
 		func(ctx context.Context, in *diffInput) (*diffOutput, error) {
 			p := principalFrom(ctx)
+			for _, s := range []string{in.Snappish1, in.Snappish2} {
+				if s == "" {
+					return nil, apiError(http.StatusBadRequest, "Bad snappish %s", s)
+				}
+			}
 			id1, set1, prov1, err := a.resolveSnappish(ctx, p, "snappish1", in.Snappish1)
 			if err != nil {
 				return nil, err

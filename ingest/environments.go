@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,30 @@ type EnvironmentView struct {
 	Policies             []string          `json:"policies"`
 	IncludedEnvironments []string          `json:"included_environments"`
 	HTMLURL              string            `json:"html_url"`
+}
+
+// sortEnvironments orders a list by name (the default), last_modified_at or last_changed_at,
+// ties by name.
+func sortEnvironments(envs []store.Environment, by string, desc bool) {
+	key := func(e store.Environment) float64 {
+		switch by {
+		case "last_modified_at":
+			return e.LastModifiedAt
+		case "last_changed_at":
+			return e.LastChangedAt
+		}
+		return 0
+	}
+	slices.SortStableFunc(envs, func(x, y store.Environment) int {
+		d := cmp.Compare(key(x), key(y))
+		if d == 0 {
+			d = strings.Compare(x.Name, y.Name)
+		}
+		if desc {
+			return -d
+		}
+		return d
+	})
 }
 
 func zeroNil(f float64) *float64 {
@@ -168,8 +193,14 @@ func (a *API) registerEnvironments() {
 
 	type listInput struct {
 		OrgPath
-		Page    int `query:"page" minimum:"0"`
-		PerPage int `query:"per_page" minimum:"0" maximum:"100"`
+		Page          int      `query:"page" minimum:"0"`
+		PerPage       int      `query:"per_page" minimum:"0" maximum:"100"`
+		Name          string   `query:"name" doc:"a part of the name, any case"`
+		Types         []string `query:"type,explode" doc:"K8S, ECS, S3, lambda, server, docker, azure-apps, cloud-run or logical (exact case); repeat for any of several"`
+		SpaceIDs      []string `query:"space_id,explode" doc:"spaces: Veritrail has none, so no environment is in one"`
+		Tags          []string `query:"tag,explode" doc:"key (the tag is set) or key:value; repeat for all of several"`
+		Sort          string   `query:"sort" doc:"name (default), last_modified_at or last_changed_at"`
+		SortDirection string   `query:"sort_direction" doc:"asc (default) or desc"`
 	}
 	type listOutput struct {
 		Body any `doc:"A bare array, or {page, per_page, total_pages, total_count, environments} when page or per_page is given"`
@@ -177,25 +208,43 @@ func (a *API) registerEnvironments() {
 	huma.Register(a.huma, op(http.MethodGet, "/environments/{org}", "listEnvironments", PrivRead, "List environments", "Environments"),
 		func(ctx context.Context, in *listInput) (*listOutput, error) {
 			p := principalFrom(ctx)
+			c := checker{}
+			for i, t := range in.Types {
+				checkChoice(c, fmt.Sprintf("type[%d]", i), t, environmentTypes)
+			}
+			checkChoice(c, "sort", in.Sort, []string{"name", "last_modified_at", "last_changed_at"})
+			checkChoice(c, "sort_direction", in.SortDirection, sortDirections)
+			if len(c) > 0 {
+				return nil, validationFailed(c)
+			}
 			pg, paged := optionalPage(in.Page, in.PerPage)
-			envs, total, err := a.store.ListEnvironments(ctx, p.Org.ID, pg)
+			all, _, err := a.store.ListEnvironments(ctx, p.Org.ID, store.Page{})
 			if err != nil {
 				return nil, a.internal(ctx, "list environments", err)
 			}
+			envs := make([]store.Environment, 0, len(all))
+			for _, e := range all {
+				if strings.Contains(strings.ToLower(e.Name), strings.ToLower(in.Name)) && (len(in.Types) == 0 || slices.Contains(in.Types, e.Type)) &&
+					len(in.SpaceIDs) == 0 && tagsMatch(e.Tags, in.Tags) {
+					envs = append(envs, e)
+				}
+			}
+			sortEnvironments(envs, in.Sort, in.SortDirection == "desc")
 			attached, err := a.store.AttachedPolicyNames(ctx, p.Org.ID)
 			if err != nil {
 				return nil, a.internal(ctx, "look up policies", err)
 			}
-			views := make([]EnvironmentView, 0, len(envs))
-			for _, e := range envs {
+			lo, hi := window(len(envs), pg)
+			views := make([]EnvironmentView, 0, hi-lo)
+			for _, e := range envs[lo:hi] {
 				views = append(views, a.environmentView(ctx, p, e, attached[e.ID]))
 			}
 			if !paged {
 				return &listOutput{Body: views}, nil
 			}
-			pages := pagination(total, pg)
+			pages := pagination(len(envs), pg)
 			return &listOutput{Body: map[string]any{"page": pages.Page, "per_page": pages.PerPage, "total_pages": pages.PageCount,
-				"total_count": total, "environments": views}}, nil
+				"total_count": len(envs), "environments": views}}, nil
 		})
 
 	type patchInput struct {
@@ -330,6 +379,8 @@ func (a *API) registerSnapshotReports() {
 		Type string `path:"type" doc:"server, docker, K8S, ECS, lambda, S3, azure-apps or cloud-run"`
 		Body struct {
 			Artifacts []map[string]json.RawMessage `json:"artifacts" doc:"running artifacts: {digests: {name: sha256}, creationTimestamp, ...type-specific fields}"`
+			// `kosli snapshot cloud-run` names the type in the body too.
+			Type string `json:"type,omitempty" required:"false" doc:"the report's type, as the path gives it (cloud-run sends it)"`
 		}
 	}
 	o := op(http.MethodPut, "/environments/{org}/{env}/report/{type}", "reportSnapshot", PrivSnapshot,
@@ -341,6 +392,9 @@ func (a *API) registerSnapshotReports() {
 		typ, ok := reportTypes[in.Type]
 		if !ok {
 			return nil, apiError(http.StatusNotFound, "Unknown environment report type '%s'", in.Type)
+		}
+		if bt := in.Body.Type; bt != "" && reportTypes[bt] != typ {
+			return nil, fieldError("type", "Input should be '%s', the type the path reports [input: %s]", in.Type, echo(bt))
 		}
 		e, err := a.environmentByName(ctx, p, in.Env)
 		if err != nil {

@@ -145,6 +145,15 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		s, _ := d.Value.(string)
 		msg = fmt.Sprintf("String should have at most %d characters [input: %s]", limit, echo(s))
 	}
+	if list, ok := strings.CutPrefix(msg, "expected value to be one of "); ok {
+		// An enum, in the hosted service's words: the allowed values and the input.
+		choices := strings.Split(strings.Trim(list, `"`), ", ")
+		v := d.Value
+		if s, ok := v.(string); ok {
+			v = echo(s)
+		}
+		msg = fmt.Sprintf("Input should be %s [input: %v]", quotedChoices(choices), v)
+	}
 	if msg == "unexpected property" { // a property an object does not allow, in the hosted service's words
 		msg = "Extra inputs are not permitted"
 	}

@@ -77,14 +77,15 @@ func (a *API) eventFilter(ctx context.Context, p *Principal, e store.Environment
 			return nil, exprError("interval", err, p.Org.Name, e.Name)
 		}
 	}
+	// A bad start or end is the hosted service's plain message, without field errors.
 	if in.Start != "" {
 		if start, err = snapexpr.ParseBoundary(in.Start); err != nil {
-			return nil, exprError("start", err, p.Org.Name, e.Name)
+			return nil, apiError(http.StatusBadRequest, "Invalid interval value: %s", in.Start)
 		}
 	}
 	if in.End != "" {
 		if end, err = snapexpr.ParseBoundary(in.End); err != nil {
-			return nil, exprError("end", err, p.Org.Name, e.Name)
+			return nil, apiError(http.StatusBadRequest, "Invalid interval value: %s", in.End)
 		}
 	}
 	for _, b := range []struct {
@@ -99,6 +100,9 @@ func (a *API) eventFilter(ctx context.Context, p *Principal, e store.Environment
 			return nil, exprError(b.field, err, p.Org.Name, e.Name)
 		}
 		*b.into = snapexpr.BoundaryAt(ts)
+	}
+	if err := a.knownRepos(ctx, p, in.RepoName...); err != nil {
+		return nil, err
 	}
 	f := &store.EventFilter{RepoNames: in.RepoName, Reverse: in.Reverse, Page: store.Page{Page: in.Page, PerPage: in.PerPage}}
 	for _, b := range []struct {

@@ -103,19 +103,15 @@ func (a *API) registerFlows() {
 			return &getOutput{Body: a.flowView(p.Org.Name, f)}, nil
 		})
 
-	type listInput struct {
-		OrgPath
-		Page          int    `query:"page" minimum:"0" doc:"Page number; with per_page the answer is paged"`
-		PerPage       int    `query:"per_page" minimum:"0" maximum:"100"`
-		SearchByName  string `query:"search_by_name" doc:"Only flows whose name contains this"`
-		CaseSensitive bool   `query:"case_sensitive"`
-	}
 	type listOutput struct {
 		Body any `doc:"A bare array of flows, or {data, pagination} when page or per_page is given"`
 	}
 	huma.Register(a.huma, op(http.MethodGet, "/flows/{org}", "listFlows", PrivRead, "List flows", "Flows"),
-		func(ctx context.Context, in *listInput) (*listOutput, error) {
+		func(ctx context.Context, in *flowListInput) (*listOutput, error) {
 			p := principalFrom(ctx)
+			if in.emptySearch {
+				return nil, apiError(http.StatusBadRequest, "Empty string is not allowed for flow names.")
+			}
 			pg, paged := optionalPage(in.Page, in.PerPage)
 			flows, total, err := a.store.ListFlows(ctx, p.Org.ID, store.FlowFilter{NameContains: in.SearchByName, CaseSensitive: in.CaseSensitive, Page: pg})
 			if err != nil {
@@ -186,7 +182,7 @@ func (a *API) upsertFlow(ctx context.Context, p *Principal, in FlowInput, tmplFi
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	tmpl, err := parseTemplate("template_file", tmplFile)
+	tmpl, err := parseTemplate("template_file", tmplFile, false)
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +238,26 @@ type Pagination struct {
 }
 
 // pageOf is the requested page, with perPage defaulting to def.
+// flowListInput is list flows' query. search_by_name is case-sensitive unless case_sensitive
+// is false, as the hosted service's.
+type flowListInput struct {
+	OrgPath
+	Page          int    `query:"page" minimum:"0" doc:"Page number; with per_page the answer is paged"`
+	PerPage       int    `query:"per_page" minimum:"0" maximum:"100"`
+	SearchByName  string `query:"search_by_name" doc:"Only flows whose name contains this; not empty"`
+	CaseSensitive bool   `query:"case_sensitive" default:"true" doc:"false: search_by_name matches in any case"`
+	// emptySearch is a search_by_name sent empty, which Huma cannot tell from one not sent.
+	emptySearch bool
+}
+
+// Resolve notes an empty search_by_name (huma.Resolver).
+func (in *flowListInput) Resolve(ctx huma.Context) []error {
+	u := ctx.URL()
+	q := u.Query()
+	in.emptySearch = q.Has("search_by_name") && q.Get("search_by_name") == ""
+	return nil
+}
+
 func pageOf(page, perPage, def int) store.Page {
 	if perPage == 0 {
 		perPage = def

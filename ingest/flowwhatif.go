@@ -74,7 +74,7 @@ func (a *API) flowWhatIf(ctx context.Context, p *Principal, flowName string, lim
 	if !ok {
 		return FlowWhatIfResult{}, fieldError("template_file", "Field required")
 	}
-	draft, err := parseTemplate("template_file", content)
+	draft, err := parseTemplate("template_file", content, false)
 	if err != nil {
 		return FlowWhatIfResult{}, err
 	}

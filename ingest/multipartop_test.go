@@ -102,7 +102,7 @@ func TestOpenAPIDocumentsMultipartParts(t *testing.T) {
 			"git_commit_info", "repo_info", "origin_url", "external_urls", "user_data"}},
 		"createFlowWithTemplate": {"data_json", []string{"data_json"}, []string{"template_file"}, []string{"name", "description", "visibility"}},
 		"whatIfFlowTemplate":     {"payload", []string{"template_file"}, []string{"template_file"}, []string{"name"}},
-		"createCustomType": {"data_json", []string{"data_json", "type_schema"}, []string{"type_schema"}, []string{"name", "description",
+		"createCustomType": {"data_json", []string{"data_json"}, []string{"type_schema"}, []string{"name", "description",
 			"evaluator.content_type", "evaluator.rules", "summary"}},
 		"createPolicy": {"payload", []string{"payload", "policy_file"}, []string{"policy_file"}, []string{"name", "description", "comment", "type"}},
 		"putPolicy":    {"payload", []string{"policy_file"}, []string{"policy_file"}, []string{"name", "description", "comment", "type"}},

@@ -41,6 +41,11 @@ func (a *API) snapshotURL(org, env string, index int) string {
 	return fmt.Sprintf("%s/%s/environments/%s/snapshots/%d", a.cfg.BaseURL, org, env, index)
 }
 
+// decided is a snapshot's compliance as the Kosli CLI reads it: a boolean, never null (the
+// client type-asserts one and crashes on null). A snapshot no policy decides is not compliant,
+// so `kosli assert snapshot` on an environment without policies prints NON-COMPLIANT.
+func decided(c *bool) bool { return c != nil && *c }
+
 func (a *API) registerSnapshots() {
 	type getInput struct {
 		EnvPath
@@ -96,7 +101,7 @@ func (a *API) registerSnapshots() {
 				next = ts[idx]
 			}
 			return &getOutput{Body: map[string]any{
-				"index": s.Index, "timestamp": s.Timestamp, "type": s.Type, "compliant": s.Compliant, "is_latest": idx == len(ts),
+				"index": s.Index, "timestamp": s.Timestamp, "type": s.Type, "compliant": decided(s.Compliant), "is_latest": idx == len(ts),
 				"next_snapshot_timestamp": next, "artifact_compliance_count": counts, "html_url": a.snapshotURL(p.Org.Name, e.Name, idx),
 				"artifacts": arts,
 			}}, nil
@@ -113,7 +118,7 @@ func (a *API) registerSnapshots() {
 		Index     int     `json:"index"`
 		From      float64 `json:"from"`
 		To        float64 `json:"to" doc:"0 while it is the current snapshot"`
-		Compliant *bool   `json:"compliant"`
+		Compliant bool    `json:"compliant" doc:"false also when no policy decides the environment"`
 		Duration  float64 `json:"duration"`
 	}
 	type listOutput struct{ Body []snapshotSummary }
@@ -147,7 +152,7 @@ func (a *API) registerSnapshots() {
 			now := float64(time.Now().UnixMicro()) / 1e6
 			items := make([]snapshotSummary, 0, len(snaps))
 			for _, s := range snaps {
-				it := snapshotSummary{Index: s.Index, From: s.Timestamp, Compliant: s.Compliant}
+				it := snapshotSummary{Index: s.Index, From: s.Timestamp, Compliant: decided(s.Compliant)}
 				end := now
 				if s.Index < len(ts) {
 					it.To, end = ts[s.Index], ts[s.Index]

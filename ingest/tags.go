@@ -2,7 +2,7 @@ package ingest
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -13,7 +13,7 @@ import (
 func (a *API) registerTags() {
 	type tagsInput struct {
 		OrgPath
-		Kind string `path:"kind" enum:"flow,env,control" doc:"what is tagged: flow, env or control"`
+		Kind string `path:"kind" enum:"flow,flows,env,environment,environments,control,controls,repo,repos" doc:"what is tagged, as the user typed it: flow(s), env, environment(s), control(s) or repo(s) (by inner id)"`
 		Name string `path:"name"`
 		Body struct {
 			SetTags    map[string]string `json:"set_tags,omitempty" required:"false"`
@@ -33,7 +33,7 @@ func (a *API) registerTags() {
 				return nil, err
 			}
 			switch in.Kind {
-			case "flow":
+			case "flow", "flows":
 				f, err := a.flowByName(ctx, p, in.Name)
 				if err != nil {
 					return nil, err
@@ -43,12 +43,26 @@ func (a *API) registerTags() {
 				if err := a.publish(ctx, p, env); err != nil {
 					return nil, err
 				}
-			case "control":
+			case "control", "controls":
 				if _, err := a.controlByID(ctx, p, in.Name); err != nil {
+					var e *Error
+					if errors.As(err, &e) && e.Status == http.StatusNotFound {
+						// The hosted service's text for kosli tag begins with a quote.
+						return nil, apiError(http.StatusNotFound, "\"%s", e.Message)
+					}
 					return nil, err
 				}
 				if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindControlChanged, Control: &contract.ControlChange{
 					Identifier: in.Name, Op: contract.ControlTag, SetTags: in.Body.SetTags, RemoveTags: in.Body.RemoveTags}}); err != nil {
+					return nil, err
+				}
+			case "repo", "repos":
+				r, err := a.repoByID(ctx, p, in.Name)
+				if err != nil {
+					return nil, err
+				}
+				if err := a.publish(ctx, p, &contract.Envelope{Kind: contract.KindRepoTagged, RepoTags: &contract.RepoTags{
+					RepoID: r.ID, SetTags: in.Body.SetTags, RemoveTags: in.Body.RemoveTags}}); err != nil {
 					return nil, err
 				}
 			default:
@@ -59,6 +73,6 @@ func (a *API) registerTags() {
 					return nil, err
 				}
 			}
-			return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Tags of %s '%s' were updated", in.Kind, in.Name)}, nil
+			return &stringOutput{Status: http.StatusOK, Body: "OK"}, nil
 		})
 }

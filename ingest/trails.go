@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -32,7 +34,7 @@ func (t *TrailInput) check(c checker, _ *form) {
 	c.name("name", t.Name, trailNameRE, trailNamePattern)
 	checkCommitInfo(c, "git_commit_info", t.GitCommitInfo)
 	checkObject(c, "repo_info", t.RepoInfo)
-	checkObject(c, "external_urls", t.ExternalURLs)
+	checkExternalURLs(c, "external_urls", t.ExternalURLs)
 }
 
 type TrailPath struct {
@@ -66,7 +68,7 @@ func (a *API) registerTrails() {
 			RepoInfo: body.RepoInfo, OriginURL: body.OriginURL, ExternalURLs: body.ExternalURLs, UserData: body.UserData,
 		}
 		if tf, ok := f.part("template_file"); ok {
-			t, err := parseTemplate("template_file", tf)
+			t, err := parseTemplate("template_file", tf, true)
 			if err != nil {
 				return nil, err
 			}
@@ -270,4 +272,17 @@ func orJSON(raw json.RawMessage, fallback string) json.RawMessage {
 		return json.RawMessage(fallback)
 	}
 	return raw
+}
+
+// templateErrors is pydantic's text for a template's problems: "<N> validation errors for
+// Template", then each field and, indented, its problem. "errors" is plural whatever N, as the
+// hosted service's (one bad attestation type fails several union members there).
+func templateErrors(fields map[string]string) string {
+	keys := slices.Sorted(maps.Keys(fields))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d validation errors for Template", len(keys))
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n%s\n  %s", k, fields[k])
+	}
+	return b.String()
 }

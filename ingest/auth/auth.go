@@ -66,7 +66,9 @@ func PublicOperation(id string) bool {
 // Principal is the caller acting in one organization: a key's holder, or an anonymous
 // reader of a public organization.
 type Principal struct {
-	KeyID     string
+	KeyID string
+	// UserID is the user of a personal key; empty for a service account's key.
+	UserID    string
 	Name      string // display name: created_by, reported_by
 	Org       store.Org
 	Role      store.Role
@@ -125,6 +127,8 @@ func (e *LookupError) Unwrap() error { return e.Err }
 // Identities is what resolving a key reads of the store.
 type Identities interface {
 	OrgByName(ctx context.Context, name string) (store.Org, error)
+	OrgByID(ctx context.Context, id string) (store.Org, error)
+	UserOrgs(ctx context.Context, userID string) ([]store.Org, error)
 	KeyByHash(ctx context.Context, hash []byte) (store.APIKey, error)
 	UserByID(ctx context.Context, id string) (store.User, error)
 	MemberRole(ctx context.Context, userID, orgID string) (store.Role, error)
@@ -235,16 +239,77 @@ func (a *Authenticator) cachePrincipal(key string, p *Principal) {
 // request must see the change (other processes see it within principalTTL).
 func (a *Authenticator) Forget() { a.principals.Clear() }
 
-func (a *Authenticator) resolvePrincipal(ctx context.Context, h []byte, orgName string) (*Principal, error) {
+// liveKey is the key whose secret hashes to h, if it works now.
+func (a *Authenticator) liveKey(ctx context.Context, h []byte) (store.APIKey, error) {
 	k, err := a.store.KeyByHash(ctx, h)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && subtle.ConstantTimeCompare(k.Hash, h) != 1) {
-		return nil, ErrInvalidKey
+		return k, ErrInvalidKey
 	}
 	if err != nil {
-		return nil, &LookupError{"look up api key", err}
+		return k, &LookupError{"look up api key", err}
 	}
 	if k.Revoked || (k.ExpiresAt > 0 && unixSeconds(a.clock()) >= k.ExpiresAt) {
-		return nil, ErrExpiredKey
+		return k, ErrExpiredKey
+	}
+	return k, nil
+}
+
+// InDefaultOrg is the caller of an operation that names no organization (GET
+// /user/default-org), acting in its default one: a service account's key works in its own
+// organization only; a user's personal key in the organization the user chose (while still a
+// member), else in the first of the user's organizations by name. A user of no organization is
+// ErrDenied.
+func (a *Authenticator) InDefaultOrg(ctx context.Context, header string) (*Principal, error) {
+	secret := bearer(header)
+	if secret == "" {
+		return nil, ErrNoKey
+	}
+	k, err := a.liveKey(ctx, HashKey(secret))
+	if err != nil {
+		return nil, err
+	}
+	var org store.Org
+	switch {
+	case k.OrgID != "":
+		org, err = a.store.OrgByID(ctx, k.OrgID)
+	case k.UserID != "":
+		org, err = a.userDefaultOrg(ctx, k.UserID)
+	default:
+		return nil, ErrDenied
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrDenied
+	}
+	if err != nil {
+		return nil, &LookupError{"look up default organization", err}
+	}
+	return a.principal(ctx, secret, org.Name)
+}
+
+func (a *Authenticator) userDefaultOrg(ctx context.Context, userID string) (store.Org, error) {
+	u, err := a.store.UserByID(ctx, userID)
+	if err != nil {
+		return store.Org{}, err
+	}
+	orgs, err := a.store.UserOrgs(ctx, userID)
+	if err != nil {
+		return store.Org{}, err
+	}
+	for _, o := range orgs {
+		if o.ID == u.DefaultOrgID {
+			return o, nil
+		}
+	}
+	if len(orgs) == 0 {
+		return store.Org{}, store.ErrNotFound
+	}
+	return orgs[0], nil
+}
+
+func (a *Authenticator) resolvePrincipal(ctx context.Context, h []byte, orgName string) (*Principal, error) {
+	k, err := a.liveKey(ctx, h)
+	if err != nil {
+		return nil, err
 	}
 	org, err := a.store.OrgByName(ctx, orgName)
 	if errors.Is(err, store.ErrNotFound) {
@@ -253,7 +318,7 @@ func (a *Authenticator) resolvePrincipal(ctx context.Context, h []byte, orgName 
 	if err != nil {
 		return nil, &LookupError{"look up organization", err}
 	}
-	p := &Principal{KeyID: k.ID, Name: k.Name, Org: org, Role: k.Role, expiresAt: k.ExpiresAt}
+	p := &Principal{KeyID: k.ID, UserID: k.UserID, Name: k.Name, Org: org, Role: k.Role, expiresAt: k.ExpiresAt}
 	switch {
 	case k.OrgID != "":
 		if k.OrgID != org.ID {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +60,27 @@ func (s *identities) OrgByName(_ context.Context, name string) (store.Org, error
 		return o, store.ErrNotFound
 	}
 	return o, nil
+}
+
+func (s *identities) OrgByID(_ context.Context, id string) (store.Org, error) {
+	for _, o := range s.orgs {
+		if o.ID == id {
+			return o, nil
+		}
+	}
+	return store.Org{}, store.ErrNotFound
+}
+
+// UserOrgs lists the user's organizations by name, as the store does.
+func (s *identities) UserOrgs(_ context.Context, user string) ([]store.Org, error) {
+	var out []store.Org
+	for _, o := range s.orgs {
+		if _, ok := s.members[[2]string{user, o.ID}]; ok {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Org) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 func (s *identities) KeyByHash(_ context.Context, h []byte) (store.APIKey, error) {
@@ -160,5 +183,35 @@ func TestAuthenticate(t *testing.T) {
 	var lookup *LookupError
 	if _, err := a.Authenticate(ctx, "Bearer ci", "acme", false); !errors.As(err, &lookup) || lookup.What != "look up organization" || !errors.Is(err, boom) {
 		t.Fatalf("store failure: %v", err)
+	}
+}
+
+// TestInDefaultOrg: a service account's key acts in its organization; a personal key in the
+// organization its user chose while a member, else in the first of the user's by name.
+func TestInDefaultOrg(t *testing.T) {
+	st := &identities{
+		orgs: map[string]store.Org{"acme": {ID: "o1", Name: "acme"}, "beta": {ID: "o2", Name: "beta"}, "zeta": {ID: "o3", Name: "zeta"}},
+		keys: map[string]store.APIKey{
+			string(HashKey("ci")):    {ID: "k1", Hash: HashKey("ci"), OrgID: "o3", Role: store.RoleMember},
+			string(HashKey("jane")):  {ID: "k2", Hash: HashKey("jane"), UserID: "u1"},
+			string(HashKey("lone")):  {ID: "k3", Hash: HashKey("lone"), UserID: "u2"},
+			string(HashKey("gone")):  {ID: "k4", Hash: HashKey("gone"), OrgID: "o1", Revoked: true},
+			string(HashKey("chose")): {ID: "k5", Hash: HashKey("chose"), UserID: "u3"},
+		},
+		users: map[string]store.User{"u1": {ID: "u1"}, "u2": {ID: "u2"}, "u3": {ID: "u3", DefaultOrgID: "o3"}},
+		members: map[[2]string]store.Role{{"u1", "o3"}: store.RoleAdmin, {"u1", "o2"}: store.RoleReader,
+			{"u3", "o1"}: store.RoleMember, {"u3", "o3"}: store.RoleReader},
+	}
+	a := NewAuthenticator(st, time.Now)
+	ctx := context.Background()
+	for header, want := range map[string]string{"Bearer ci": "zeta", "Bearer jane": "beta", "Bearer chose": "zeta"} {
+		if p, err := a.InDefaultOrg(ctx, header); err != nil || p.Org.Name != want {
+			t.Errorf("%s: %+v, %v; want organization %s", header, p, err, want)
+		}
+	}
+	for header, want := range map[string]error{"": ErrNoKey, "Bearer nope": ErrInvalidKey, "Bearer gone": ErrExpiredKey, "Bearer lone": ErrDenied} {
+		if _, err := a.InDefaultOrg(ctx, header); !errors.Is(err, want) {
+			t.Errorf("%q: %v, want %v", header, err, want)
+		}
 	}
 }

@@ -98,7 +98,7 @@ func ParseBoundary(s string) (Boundary, error) {
 }
 
 // ParseInterval parses the deprecated interval parameter, START..END. Either side may be
-// empty and then is NOW; an empty or all-white-space interval gives DefaultStart and
+// empty and then is NOW; a bare expression E is E..E; an empty or all-white-space interval gives DefaultStart and
 // DefaultEnd (see the package comment).
 func ParseInterval(s string) (start, end Boundary, err error) {
 	p := parser{in: s, what: "interval"}
@@ -108,7 +108,12 @@ func ParseInterval(s string) (start, end Boundary, err error) {
 	}
 	k := strings.Index(s[lo:hi], "..")
 	if k < 0 {
-		return Boundary{}, Boundary{}, p.fail(hi, "expected two boundaries joined by '..', e.g. 3..NOW")
+		// A bare expression E is the interval E..E (`kosli log environment --interval NOW`).
+		b, serr := p.boundary(lo, hi)
+		if serr != nil {
+			return Boundary{}, Boundary{}, serr
+		}
+		return b, b, nil
 	}
 	k += lo
 	var serr *SyntaxError

@@ -132,6 +132,10 @@ func TestParseInterval(t *testing.T) {
 		{"..", "NOW", "NOW"},
 		{"", "1", "NOW"}, // the Kosli CLI always sends interval=
 		{"  ", "1", "NOW"},
+		// A bare expression E is E..E (kosli log environment --interval NOW).
+		{"NOW", "NOW", "NOW"},
+		{" 3 ", "3", "3"},
+		{"~2", "-3", "-3"},
 	}
 	for _, tt := range tests {
 		start, end, err := ParseInterval(tt.in)
@@ -155,9 +159,8 @@ func TestParseIntervalErrors(t *testing.T) {
 		pos    int
 		reason string
 	}{
-		{"3", 1, "expected two boundaries joined by '..'"},
-		{" 3 ", 2, "expected two boundaries joined by '..'"},
-		{"NOW", 3, "expected two boundaries"},
+		{"x", 0, "expected a snapshot index"},
+		{" 0 ", 1, "1-based"},
 		{"3...5", 3, "expected a snapshot index"},
 		{"1..2..3", 4, "unexpected '.'"},
 		{"x..3", 0, "expected a snapshot index"},

@@ -36,7 +36,7 @@
 //	N UNIT     N units ago (the space is optional): 1h, 2days, 30mins, 0s
 //
 // In an interval either side may be empty and then means NOW, as the Kosli CLI documents
-// ("3.." is 3..NOW). An interval that is empty or all white space is reported as the
+// ("3.." is 3..NOW), and a bare expression E is E..E ("NOW" is NOW..NOW). An interval that is empty or all white space is reported as the
 // defaults 1..NOW, because the Kosli CLI always sends "interval=", even when unset; callers
 // should treat it as absent. An absolute time comes only from start_ts/end_ts/from/to:
 // parse those with ParseTimestamp and wrap them with BoundaryAt.

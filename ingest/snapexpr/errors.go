@@ -59,15 +59,29 @@ func (e *RangeError) Message(org, env string) string {
 	return "Org: '" + org + "'. " + e.text(env)
 }
 
+// MessageEchoing is Message naming the snapshot as the user typed it (echo), for env-diff,
+// whose errors repeat the snappish unchanged: "Snapshot 'prod' resolves to 'prod#0'". Time
+// forms keep Message's text.
+func (e *RangeError) MessageEchoing(org, echo, env string) string {
+	switch e.Snapshot.kind {
+	case KindIndex, KindFromEnd, KindBehind, KindNow:
+		return "Org: '" + org + "'. " + e.resolves(echo, env)
+	}
+	return e.Message(org, env)
+}
+
+// resolves is the text of an index form: never "does not exist", as the hosted service says.
+func (e *RangeError) resolves(echo, env string) string {
+	return fmt.Sprintf("Snapshot '%s' resolves to '%s#%d'. len(snapshots) == %d. Indexes are 1-based", echo, env, e.Index, e.Len)
+}
+
 func (e *RangeError) text(env string) string {
 	s := e.Snapshot
 	switch s.kind {
 	case KindIndex:
-		return fmt.Sprintf("Snapshot '%s#%d' does not exist. len(snapshots) == %d. Indexes are 1-based",
-			env, e.Index, e.Len)
+		return e.resolves(fmt.Sprintf("%s#%d", env, e.Index), env)
 	case KindFromEnd, KindBehind, KindNow:
-		return fmt.Sprintf("Snapshot '%s#-%s' resolves to '%s#%d'. len(snapshots) == %d. Indexes are 1-based",
-			env, fromEnd(s), env, e.Index, e.Len)
+		return e.resolves(fmt.Sprintf("%s#-%s", env, fromEnd(s)), env)
 	case KindTime, KindAgo:
 		if e.Len == 0 {
 			return fmt.Sprintf("Snapshot '%s%s' does not exist. len(snapshots) == 0", env, s)

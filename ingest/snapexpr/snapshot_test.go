@@ -282,11 +282,11 @@ func TestResolve(t *testing.T) {
 		{"1", 1, 1, ""},
 		{"#5", 5, 5, ""},
 		{"3", 5, 3, ""},
-		{"7", 5, 0, "Org: 'acme'. Snapshot 'prod#7' does not exist. len(snapshots) == 5. Indexes are 1-based"},
-		{"#6", 5, 0, "Org: 'acme'. Snapshot 'prod#6' does not exist. len(snapshots) == 5. Indexes are 1-based"},
-		{"0", 5, 0, "Org: 'acme'. Snapshot 'prod#0' does not exist. len(snapshots) == 5. Indexes are 1-based"},
-		{"1", 0, 0, "Org: 'acme'. Snapshot 'prod#1' does not exist. len(snapshots) == 0. Indexes are 1-based"},
-		{"9223372036854775807", 5, 0, "Org: 'acme'. Snapshot 'prod#9223372036854775807' does not exist. len(snapshots) == 5. Indexes are 1-based"},
+		{"7", 5, 0, "Org: 'acme'. Snapshot 'prod#7' resolves to 'prod#7'. len(snapshots) == 5. Indexes are 1-based"},
+		{"#6", 5, 0, "Org: 'acme'. Snapshot 'prod#6' resolves to 'prod#6'. len(snapshots) == 5. Indexes are 1-based"},
+		{"0", 5, 0, "Org: 'acme'. Snapshot 'prod#0' resolves to 'prod#0'. len(snapshots) == 5. Indexes are 1-based"},
+		{"1", 0, 0, "Org: 'acme'. Snapshot 'prod#1' resolves to 'prod#1'. len(snapshots) == 0. Indexes are 1-based"},
+		{"9223372036854775807", 5, 0, "Org: 'acme'. Snapshot 'prod#9223372036854775807' resolves to 'prod#9223372036854775807'. len(snapshots) == 5. Indexes are 1-based"},
 		{"~0", 5, 5, ""},
 		{"~0", 1, 1, ""},
 		{"~0", 0, 0, "Org: 'acme'. Snapshot 'prod#-1' resolves to 'prod#0'. len(snapshots) == 0. Indexes are 1-based"},
@@ -338,6 +338,18 @@ func TestResolve(t *testing.T) {
 		if !re.Snapshot.Equal(s) || re.Len != tt.n {
 			t.Errorf("%s among %d: RangeError %+v", tt.expr, tt.n, re)
 		}
+	}
+}
+
+func TestRangeErrorEchoes(t *testing.T) {
+	_, err := Latest().Resolve(0, nil, time.Time{})
+	var re *RangeError
+	if !errors.As(err, &re) {
+		t.Fatalf("got %v, want a RangeError", err)
+	}
+	want := "Org: 'acme'. Snapshot 'prod' resolves to 'prod#0'. len(snapshots) == 0. Indexes are 1-based"
+	if m := re.MessageEchoing("acme", "prod", "prod"); m != want {
+		t.Fatalf("got %s, want %s", m, want)
 	}
 }
 

@@ -45,6 +45,7 @@ const (
 	KindAllowlisted         Kind = "environment.allowlisted"
 	KindApprovalReported    Kind = "approval.reported"
 	KindControlChanged      Kind = "control.changed" // create, new version, archive, unarchive, tags
+	KindRepoTagged          Kind = "repo.tagged"
 )
 
 // Actor is who made the request that produced a message.
@@ -69,6 +70,7 @@ type Envelope struct {
 	FlowRename  *FlowRename       `json:"flow_rename,omitempty"`
 	FlowArchive *FlowRef          `json:"flow_archive,omitempty"`
 	FlowTags    *FlowTags         `json:"flow_tags,omitempty"`
+	RepoTags    *RepoTags         `json:"repo_tags,omitempty"`
 	Trail       *TrailBegin       `json:"trail,omitempty"`
 	Artifact    *ArtifactReport   `json:"artifact,omitempty"`
 	Attestation *AttestationInput `json:"attestation,omitempty"`
@@ -127,6 +129,8 @@ func (e *Envelope) PartitionKey() string {
 		return e.OrgID + "/custom-type/" + e.CustomType.Name
 	case e.TypeArchive != nil:
 		return e.OrgID + "/custom-type/" + e.TypeArchive.Name
+	case e.RepoTags != nil:
+		return e.OrgID + "/repo/" + e.RepoTags.RepoID
 	}
 	return e.OrgID
 }
@@ -216,6 +220,13 @@ type FlowRef struct {
 	FlowID string `json:"flow_id"`
 }
 
+// RepoTags sets and removes tags of a repository, by its inner id.
+type RepoTags struct {
+	RepoID     string            `json:"repo_id"`
+	SetTags    map[string]string `json:"set_tags,omitempty"`
+	RemoveTags []string          `json:"remove_tags,omitempty"`
+}
+
 // FlowTags sets and removes tags of a flow.
 type FlowTags struct {
 	FlowID     string            `json:"flow_id"`
@@ -284,6 +295,15 @@ type CustomTypeCreate struct {
 	Description string   `json:"description"`
 	Schema      string   `json:"schema"`
 	Rules       []string `json:"rules"`
+	// Summary is the type's named jq expressions in order; absent when it has none (and in
+	// messages from builds before summaries).
+	Summary []SummaryExpr `json:"summary,omitempty"`
+}
+
+// SummaryExpr is one named jq expression of a custom type's summary.
+type SummaryExpr struct {
+	Name       string `json:"name"`
+	Expression string `json:"expression"`
 }
 
 // CustomTypeRef names a custom attestation type.
@@ -367,10 +387,12 @@ const (
 
 // ControlChange creates or changes a control of the organization.
 type ControlChange struct {
-	Identifier  string            `json:"identifier"`
-	Op          ControlOp         `json:"op"`
-	Name        *string           `json:"name,omitempty"`
-	Description *string           `json:"description,omitempty"`
-	SetTags     map[string]string `json:"set_tags,omitempty"`
-	RemoveTags  []string          `json:"remove_tags,omitempty"`
+	Identifier  string    `json:"identifier"`
+	Op          ControlOp `json:"op"`
+	Name        *string   `json:"name,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	// Links replaces the control's links when present (an empty object removes them all).
+	Links      *map[string]string `json:"links,omitempty"`
+	SetTags    map[string]string  `json:"set_tags,omitempty"`
+	RemoveTags []string           `json:"remove_tags,omitempty"`
 }

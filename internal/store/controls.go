@@ -26,8 +26,10 @@ type ControlVersion struct {
 	Version     int
 	Name        string
 	Description string
-	CreatedBy   string
-	CreatedAt   float64
+	// Links are labelled URLs (runbooks, documents); nil when the version has none.
+	Links     map[string]string
+	CreatedBy string
+	CreatedAt float64
 }
 
 // ControlFilter narrows ListControls.

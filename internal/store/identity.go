@@ -88,6 +88,9 @@ type IdentityTx interface {
 	CreateKey(ctx context.Context, k APIKey) error
 	// RevokeKey archives a key; a key that is unknown or revoked already is ErrNotFound.
 	RevokeKey(ctx context.Context, id string) error
+	// SetDefaultOrg records the organization a user works in by default; an unknown user is
+	// ErrNotFound.
+	SetDefaultOrg(ctx context.Context, userID, orgID string) error
 	// ExpireKeyBy makes a key expire at `at` unless it expires sooner already.
 	ExpireKeyBy(ctx context.Context, id string, at float64) error
 }

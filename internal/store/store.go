@@ -34,6 +34,8 @@ type User struct {
 	Name        string
 	DisplayName string
 	CreatedAt   float64
+	// DefaultOrgID is the organization the user chose as default; empty until one is chosen.
+	DefaultOrgID string
 }
 
 // Role is what a principal may do in an organization.
@@ -212,11 +214,20 @@ type CustomType struct {
 
 // CustomTypeVersion is one immutable definition of a custom type.
 type CustomTypeVersion struct {
-	Version   int
-	Schema    string
-	Rules     []string
+	Version int
+	Schema  string
+	Rules   []string
+	// Summary is the expressions the type summarises its data with, in the order given; nil
+	// when the type has none.
+	Summary   []SummaryExpr
 	CreatedBy string
 	CreatedAt float64
+}
+
+// SummaryExpr is one named jq expression of a custom type's summary, kept verbatim.
+type SummaryExpr struct {
+	Name       string `json:"name"`
+	Expression string `json:"expression"`
 }
 
 // Page selects a window of a list; PerPage 0 means all.
@@ -299,6 +310,7 @@ type Reader interface {
 	ControlReader
 	IdentityReader
 	NotificationReader
+	RepoReader
 	PolicyReader
 	RejectedReader
 
@@ -330,6 +342,7 @@ type DirtyTrail struct {
 // Tx is one evaluator transaction: all of a message is applied, or none of it.
 type Tx interface {
 	Reader
+	RepoWriter
 	// Applied reports whether message id was applied before (redelivery).
 	Applied(ctx context.Context, id string) (bool, error)
 	// MarkApplied records message id as applied. It comes after MarkDirty of trailID in the

@@ -9,7 +9,8 @@ const (
 	ScopePolicy      = "policy"
 )
 
-// AssertResult is the assertion result: whether an artifact may ship, and why.
+// AssertResult is the assertion result: whether an artifact may ship, and why. PolicyEvaluations
+// is omitted only when nil: an environment without policies answers an empty list.
 type AssertResult struct {
 	Fingerprint       string                  `json:"fingerprint"`
 	Flow              string                  `json:"flow"`
@@ -20,7 +21,7 @@ type AssertResult struct {
 	HTMLURL           string                  `json:"html_url"`
 	Flows             []AssertFlow            `json:"flows"`
 	Environment       *string                 `json:"environment,omitempty"`
-	PolicyEvaluations []policyeval.Evaluation `json:"policy_evaluations,omitempty"`
+	PolicyEvaluations []policyeval.Evaluation `json:"policy_evaluations,omitzero"`
 	AllowListing      *AllowListing           `json:"allow_listing,omitempty"`
 
 	// unsure says a policy could not judge the artifact just now (a time limit, say): the answer

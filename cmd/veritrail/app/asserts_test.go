@@ -79,8 +79,9 @@ func TestAssertAnswersFollowEvidence(t *testing.T) {
 		k.send(http.MethodDelete, "/environments/"+testOrg+"/prod/policies", map[string]any{"policy_names": []string{"tests"}}).
 			want(t, http.StatusOK)
 		sees("after the policy was detached", func(res map[string]any) bool {
-			_, judged := res["policy_evaluations"]
-			return res["compliant"] == true && !judged // judged by its trail again
+			// No policy requires anything: the environment's scope with no evaluations (CLIENT-2.md section 14).
+			evs, listed := res["policy_evaluations"].([]any)
+			return res["compliant"] == true && listed && len(evs) == 0 && res["scope"] == "environment"
 		})
 	})
 }

@@ -110,7 +110,8 @@ func TestEnvironmentsAndSnapshots(t *testing.T) {
 				t.Errorf("events?%s: %d, want %d", query, len(ev), want)
 			}
 		}
-		wantError(t, k.get("/environments/"+org+"/prod/events?start=yesterday"), 400, "", "start")
+		// CLIENT-2.md section 3: a plain message naming the value, without field errors.
+		wantMessage(t, k.get("/environments/"+org+"/prod/events?start=yesterday"), 400, "Invalid interval value: yesterday")
 		wantError(t, k.get("/environments/"+org+"/prod/events?per_page=101"), 400, "", "per_page")
 		wantError(t, k.get("/environments/"+org+"/prod/events?page=0"), 400, "", "page")
 

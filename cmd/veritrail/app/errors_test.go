@@ -166,11 +166,11 @@ func TestBadInput(t *testing.T) {
 			{"invalid template", func() reply {
 				return k.multipart(http.MethodPut, "/flows/"+org+"/template_file", "data_json", map[string]any{"name": "f2"},
 					file{"template_file", "t.yml", []byte("version: 1\ntrail:\n  attestations:\n  - name: foo\n    type: not-supported\n")})
-			}, 400, "1 error", "template_file.trail.attestations[0].type"},
+			}, 400, "Input payload validation failed", "template_file.trail.attestations[0].type"},
 			{"template YAML syntax", func() reply {
 				return k.multipart(http.MethodPut, "/flows/"+org+"/template_file", "data_json", map[string]any{"name": "f2"},
 					file{"template_file", "t.yml", []byte("trail: [unclosed")})
-			}, 400, "Invalid template", ""},
+			}, 400, "Input payload validation failed", "template_file"},
 			{"unknown fingerprint", func() reply {
 				return k.multipart(http.MethodPost, att+"generic", "data_json", map[string]any{"attestation_name": "x", "artifact_fingerprint": fpBackend})
 			}, 404, `Artifact with fingerprint ` + fpBackend + ` does not exist in trail "t1" of flow "app" belonging to organization "acme"`, ""},

@@ -112,7 +112,19 @@ func samples() map[string]sample {
 		"listAttestations":       {"read", read("/attestations/ORG")},
 		"getCustomType":          {"read", read("/custom-attestation-types/ORG/coverage")},
 		"listCustomTypes":        {"read", read("/custom-attestation-types/ORG")},
-		"searchSha":              {"read", read("/search/ORG/sha/" + fpBackend[:8])},
+		"getDefaultOrg":          {"read", read("/user/default-org")},
+		"listRepos":              {"read", read("/repos/ORG")},
+		"getRepo":                {"read", read("/repos/ORG/solo")},
+		"getRepoOfOwner":         {"read", read("/repos/ORG/acme/app?provider=github")},
+		"getRepoInGroup":         {"read", read("/repos/ORG/grp/acme/app")},
+		"setDefaultOrg": {"read", func(_ *matrix, org string, _ bool) call {
+			return call{path: "/user/" + org, status: http.StatusOK}
+		}},
+		"setExperimentalFeatures": {"admin", func(_ *matrix, org string, _ bool) call {
+			return call{path: "/organizations/" + org + "/experimental_features", status: http.StatusOK,
+				body: map[string]any{"experimental_features_enabled": true}}
+		}},
+		"searchSha": {"read", read("/search/ORG/sha/" + fpBackend[:8])},
 		"getEvidence": {"read", func(m *matrix, org string, _ bool) call {
 			return call{path: "/attestations/" + org + "/app/trail/t1/attestation/" + m.fixtures[org].evidenceID + "/evidence",
 				status: http.StatusOK}
@@ -401,12 +413,17 @@ func (m *matrix) setUp(org string) {
 	t, k, mk := m.t, m.admin(org), marker(org)
 	k.multipart(http.MethodPut, "/flows/"+org+"/template_file", "data_json", map[string]any{"name": "app", "description": mk},
 		file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
-	k.multipart(http.MethodPut, "/trails/"+org+"/app", "data_json", map[string]any{"name": "t1", "description": mk}).
+	// The trail's repo_info makes the organization's repo (the marker in its URL).
+	k.multipart(http.MethodPut, "/trails/"+org+"/app", "data_json", map[string]any{"name": "t1", "description": mk,
+		"repo_info": map[string]any{"id": "42", "name": "acme/app", "url": "https://github.com/" + mk, "provider": "github"}}).
 		want(t, http.StatusCreated)
 	k.send(http.MethodPost, "/artifacts/"+org+"/app", map[string]any{"fingerprint": fpBackend, "filename": mk, "build_url": "b",
-		"commit_url": "c", "git_commit": commit, "trail_name": "t1"}).want(t, http.StatusCreated)
+		"commit_url": "c", "git_commit": commit, "trail_name": "t1",
+		"repo_info": map[string]any{"id": "7", "name": "solo", "url": "https://git.example.com/" + mk, "provider": "git"}}).want(t, http.StatusCreated)
 	k.multipart(http.MethodPost, "/attestations/"+org+"/app/trail/t1/generic", "data_json",
-		map[string]any{"attestation_name": "tests", "description": mk}, file{"attachment_file", "e.txt", []byte(mk)}).
+		map[string]any{"attestation_name": "tests", "description": mk,
+			"repo_info": map[string]any{"id": "9", "name": "grp/acme/app", "url": "https://gitlab.com/" + mk, "provider": "gitlab"}},
+		file{"attachment_file", "e.txt", []byte(mk)}).
 		want(t, http.StatusCreated)
 	k.multipart(http.MethodPost, "/attestations/"+org+"/app/trail/t1/generic", "data_json",
 		map[string]any{"attestation_name": "smoke", "artifact_fingerprint": fpBackend, "description": mk}).want(t, http.StatusCreated)
@@ -454,12 +471,22 @@ type caller struct {
 	refused int
 }
 
+// inDefaultOrg are the operations that name no organization: the caller acts in its own
+// default one, so a key of another organization is as welcome as any.
+func inDefaultOrg(id string) bool { return id == "getDefaultOrg" }
+
 func withRole(name string, k *kosli, role string) caller {
 	return caller{name, k, func(o operation) bool { return slices.Contains(grants(role), o.privilege) }, http.StatusForbidden}
 }
 
 func refusedAll(name string, k *kosli, status int) caller {
 	return caller{name, k, func(operation) bool { return false }, status}
+}
+
+// foreignKey is a valid key of another organization, refused in this one except for what it
+// may do anywhere: the public reads of a public organization, the operations naming none.
+func foreignKey(name string, k *kosli, public bool) caller {
+	return caller{name, k, func(o operation) bool { return public && o.public || inDefaultOrg(o.id) }, http.StatusForbidden}
 }
 
 // inPublicOrg is a caller of a public organization, who may use its public reads.
@@ -535,7 +562,7 @@ func TestAccessMatrix(t *testing.T) {
 		client := func(secret string) *kosli { return newKosli(t, e.base+"/api/v2", secret) }
 		callers := []caller{
 			refusedAll("no key", client(""), http.StatusUnauthorized),
-			refusedAll("key of another organization", m.admin("other"), http.StatusForbidden),
+			foreignKey("key of another organization", m.admin("other"), false),
 		}
 		for _, role := range []string{"admin", "member", "snapshotter", "reader"} {
 			secret, _ := keyOf("role-"+role, role, nil)
@@ -571,7 +598,7 @@ func TestAccessMatrix(t *testing.T) {
 				m.check(o, s, testOrg, c)
 			}
 			m.check(o, s, "pub", inPublicOrg("no key (public organization)", client(""), http.StatusUnauthorized))
-			m.check(o, s, "pub", inPublicOrg("key of another organization (public organization)", k, http.StatusForbidden))
+			m.check(o, s, "pub", foreignKey("key of another organization (public organization)", k, true))
 		}
 
 		if m.shown[testOrg] < 10 || m.shown["pub"] < 5 {

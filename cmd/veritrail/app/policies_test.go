@@ -244,17 +244,26 @@ func TestPolicyAsserts(t *testing.T) {
 			t.Errorf("not running: %v", res)
 		}
 
-		// Flow scope, and an environment without policies falls back to it.
+		// Flow scope; an environment without policies answers in its own scope (CLIENT-2.md section
+		// 14: no policy evaluations, compliant) and still lists the artifact's flows.
 		p.env("plain")
 		for _, q := range []url.Values{nil, {"environment_name": {"plain"}}, {"flow_name": {"web"}}} {
 			res := p.assert(good, q)
 			flows := res["flows"].([]any)
 			f := flows[0].(map[string]any)
 			statuses := f["compliance_status"].(map[string]any)["attestations_statuses"].([]any)
-			if res["scope"] != "flow" || res["compliant"] != true || len(flows) != 1 || f["flow"] != "web" || f["trail"] != "t-good" ||
-				len(statuses) != 4 || res["html_url"] == "" || res["environment"] != nil {
-				t.Errorf("flow scope %v: %v", q, res)
+			scope, env := "flow", any(nil)
+			if q.Has("environment_name") {
+				scope, env = "environment", "plain"
 			}
+			if res["scope"] != scope || res["compliant"] != true || len(flows) != 1 || f["flow"] != "web" || f["trail"] != "t-good" ||
+				len(statuses) != 4 || res["html_url"] == "" || res["environment"] != env {
+				t.Errorf("%s scope %v: %v", scope, q, res)
+			}
+		}
+		if res := p.assert(bad, url.Values{"environment_name": {"plain"}}); res["scope"] != "environment" || res["compliant"] != true ||
+			fmt.Sprint(res["policy_evaluations"]) != "[]" || len(res["flows"].([]any)) == 0 {
+			t.Errorf("environment without policies: %v", res)
 		}
 		if res := p.assert(bad, nil); res["compliant"] != false {
 			t.Errorf("flow scope of a non-compliant artifact: %v", res)
@@ -377,7 +386,7 @@ func TestPolicyLifecycle(t *testing.T) {
 			want(t, http.StatusOK)
 		env = k.get("/environments/"+testOrg+"/prod").want(t, 200).JSON(t)
 		snap = k.get("/snapshots/"+testOrg+"/prod/-1").want(t, 200).JSON(t)
-		if env["state"] != nil || fmt.Sprint(env["policies"]) != "[]" || snap["compliant"] != nil ||
+		if env["state"] != nil || fmt.Sprint(env["policies"]) != "[]" || snap["compliant"] != false ||
 			len(snap["artifacts"].([]any)[0].(map[string]any)["policy_decisions"].([]any)) != 0 {
 			t.Fatalf("after detach: %v, %v", env, snap)
 		}

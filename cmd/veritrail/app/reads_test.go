@@ -28,8 +28,11 @@ func TestReads(t *testing.T) {
 		if pg := paged["pagination"].(map[string]any); pg["total"] != float64(2) || pg["page_count"] != float64(2) {
 			t.Fatalf("paged flows: %v", paged)
 		}
-		if found := k.get("/flows/"+org+"?search_by_name=OTH").want(t, 200).Array(t); len(found) != 1 {
-			t.Fatalf("search_by_name: %v", found)
+		// Case-sensitive unless case_sensitive=false (CLIENT-2.md section 3).
+		for query, want := range map[string]int{"search_by_name=OTH&case_sensitive=false": 1, "search_by_name=OTH": 0, "search_by_name=oth": 1} {
+			if found := k.get("/flows/"+org+"?"+query).want(t, 200).Array(t); len(found) != want {
+				t.Fatalf("%s: %v", query, found)
+			}
 		}
 
 		// Artifacts, by fingerprint prefix, commit, list, latest_commit.

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -22,7 +23,7 @@ func (r reads) Control(ctx context.Context, orgID, identifier string) (store.Con
 		return c, fmt.Errorf("sqlstore: control %s tags: %w", identifier, err)
 	}
 	byID := map[string]*store.Control{identifier: &c}
-	err = r.controlVersions(ctx, byID, `SELECT identifier, version, name, description, created_by, created_at
+	err = r.controlVersions(ctx, byID, `SELECT identifier, version, name, description, links, created_by, created_at
 		FROM control_versions WHERE org_id = ? AND identifier = ? ORDER BY version`, orgID, identifier)
 	return c, err
 }
@@ -65,7 +66,7 @@ func (r reads) ListControls(ctx context.Context, orgID string, f store.ControlFi
 		byID[out[i].Identifier] = &out[i]
 	}
 	// Every version of the page's controls in one query.
-	err = r.controlVersions(ctx, byID, `SELECT v.identifier, v.version, v.name, v.description, v.created_by, v.created_at
+	err = r.controlVersions(ctx, byID, `SELECT v.identifier, v.version, v.name, v.description, v.links, v.created_by, v.created_at
 		FROM (`+page+`) p JOIN control_versions v ON v.identifier = p.identifier
 		WHERE v.org_id = ? ORDER BY v.identifier, v.version`, orgID, archived, orgID)
 	return out, total, err
@@ -81,8 +82,14 @@ func (r reads) controlVersions(ctx context.Context, byID map[string]*store.Contr
 	for rows.Next() {
 		var id string
 		var v store.ControlVersion
-		if err := rows.Scan(&id, &v.Version, &v.Name, &v.Description, &v.CreatedBy, &v.CreatedAt); err != nil {
+		var links sql.NullString
+		if err := rows.Scan(&id, &v.Version, &v.Name, &v.Description, &links, &v.CreatedBy, &v.CreatedAt); err != nil {
 			return fmt.Errorf("sqlstore: control versions: %w", err)
+		}
+		if links.Valid {
+			if err := json.Unmarshal([]byte(links.String), &v.Links); err != nil {
+				return fmt.Errorf("sqlstore: control %s links: %w", id, err)
+			}
 		}
 		if c := byID[id]; c != nil {
 			c.Versions = append(c.Versions, v)
@@ -98,8 +105,17 @@ func (t *txn) PutControlVersion(ctx context.Context, orgID, identifier string, v
 			return err
 		}
 	}
+	var links sql.NullString
+	if len(v.Links) > 0 {
+		b, err := json.Marshal(v.Links)
+		if err != nil {
+			return fmt.Errorf("sqlstore: control %s links: %w", identifier, err)
+		}
+		links = sql.NullString{String: string(b), Valid: true}
+	}
 	_, err := t.exec(ctx, "put control version", `INSERT INTO control_versions (org_id, identifier, version, name, description,
-		created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`, orgID, identifier, v.Version, v.Name, v.Description, v.CreatedBy, v.CreatedAt)
+		links, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, orgID, identifier, v.Version, v.Name, v.Description, links,
+		v.CreatedBy, v.CreatedAt)
 	return err
 }
 

@@ -79,6 +79,14 @@ func (t *txn) CreateKey(ctx context.Context, k store.APIKey) error {
 	return err
 }
 
+func (t *txn) SetDefaultOrg(ctx context.Context, userID, orgID string) error {
+	n, err := t.exec(ctx, "set default organization", `UPDATE users SET default_org_id = ? WHERE id = ?`, orgID, userID)
+	if err == nil && n == 0 {
+		return fmt.Errorf("sqlstore: set default organization of user %s: %w", userID, store.ErrNotFound)
+	}
+	return err
+}
+
 func (t *txn) RevokeKey(ctx context.Context, id string) error {
 	n, err := t.exec(ctx, "revoke key", `UPDATE api_keys SET revoked = 1 WHERE id = ? AND revoked = 0`, id)
 	if err == nil && n == 0 {
@@ -250,7 +258,7 @@ var createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)`)
 func (s *Store) Wipe(ctx context.Context) error {
 	return s.Update(ctx, func(tx store.Tx) error {
 		t := tx.(*txn)
-		for _, stmt := range slices.Concat(schemaStatements, policyStatements) {
+		for _, stmt := range slices.Concat(schemaStatements, policyStatements, addedTables) {
 			m := createTableRE.FindStringSubmatch(stmt)
 			if m == nil {
 				continue

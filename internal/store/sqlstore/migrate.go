@@ -26,6 +26,15 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 1, Name: "tables of 085c4de", Up: d.createTables},
 			// The digest table of the builds before versions, read once by Baseline above.
 			{Version: 2, Name: "drop schema_version", Up: migrate.Statements(`DROP TABLE IF EXISTS schema_version`)},
+			// A custom type version's summary expressions as JSON; NULL for none (and for
+			// versions made before summaries).
+			{Version: 3, Name: "custom type summaries", Up: migrate.Statements(`ALTER TABLE custom_type_versions ADD COLUMN summary TEXT`)},
+			// The organization a user chose as default (`kosli update default-org`); NULL until then.
+			{Version: 4, Name: "user default organization", Up: migrate.Statements(`ALTER TABLE users ADD COLUMN default_org_id TEXT`)},
+			// A control version's links ({label: url}) as JSON; NULL for none.
+			{Version: 5, Name: "control links", Up: migrate.Statements(`ALTER TABLE control_versions ADD COLUMN links TEXT`)},
+			// Repositories, from the repo_info of trails, attestations and artifacts.
+			{Version: 6, Name: "repos", Up: migrate.Statements(reposTable, `CREATE INDEX IF NOT EXISTS repos_name ON repos (org_id, name)`)},
 		},
 	}
 }

@@ -65,8 +65,8 @@ func (r reads) OrgByID(ctx context.Context, id string) (store.Org, error) {
 
 func (r reads) UserByID(ctx context.Context, id string) (store.User, error) {
 	var u store.User
-	err := r.row(ctx, `SELECT id, name, display_name, created_at FROM users WHERE id = ?`, id).
-		Scan(&u.ID, &u.Name, &u.DisplayName, &u.CreatedAt)
+	err := r.row(ctx, `SELECT id, name, display_name, created_at, COALESCE(default_org_id, '') FROM users WHERE id = ?`, id).
+		Scan(&u.ID, &u.Name, &u.DisplayName, &u.CreatedAt, &u.DefaultOrgID)
 	if err != nil {
 		return u, notFound(err, "user "+id)
 	}
@@ -75,8 +75,8 @@ func (r reads) UserByID(ctx context.Context, id string) (store.User, error) {
 
 func (r reads) UserByName(ctx context.Context, name string) (store.User, error) {
 	var u store.User
-	err := r.row(ctx, `SELECT id, name, display_name, created_at FROM users WHERE name = ?`, name).
-		Scan(&u.ID, &u.Name, &u.DisplayName, &u.CreatedAt)
+	err := r.row(ctx, `SELECT id, name, display_name, created_at, COALESCE(default_org_id, '') FROM users WHERE name = ?`, name).
+		Scan(&u.ID, &u.Name, &u.DisplayName, &u.CreatedAt, &u.DefaultOrgID)
 	if err != nil {
 		return u, notFound(err, "user "+name)
 	}
@@ -563,7 +563,7 @@ func (r reads) CustomType(ctx context.Context, orgID, name string) (store.Custom
 }
 
 func (r reads) customTypeVersions(ctx context.Context, orgID, name string) ([]store.CustomTypeVersion, error) {
-	rows, err := r.rows(ctx, `SELECT version, schema_json, rules, created_by, created_at FROM custom_type_versions
+	rows, err := r.rows(ctx, `SELECT version, schema_json, rules, summary, created_by, created_at FROM custom_type_versions
 		WHERE org_id = ? AND name = ? ORDER BY version`, orgID, name)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: custom type versions: %w", err)
@@ -573,11 +573,17 @@ func (r reads) customTypeVersions(ctx context.Context, orgID, name string) ([]st
 	for rows.Next() {
 		var v store.CustomTypeVersion
 		var rules string
-		if err := rows.Scan(&v.Version, &v.Schema, &rules, &v.CreatedBy, &v.CreatedAt); err != nil {
+		var summary sql.NullString
+		if err := rows.Scan(&v.Version, &v.Schema, &rules, &summary, &v.CreatedBy, &v.CreatedAt); err != nil {
 			return nil, fmt.Errorf("sqlstore: custom type versions: %w", err)
 		}
 		if err := json.Unmarshal([]byte(rules), &v.Rules); err != nil {
 			return nil, fmt.Errorf("sqlstore: custom type rules: %w", err)
+		}
+		if summary.Valid {
+			if err := json.Unmarshal([]byte(summary.String), &v.Summary); err != nil {
+				return nil, fmt.Errorf("sqlstore: custom type summary: %w", err)
+			}
 		}
 		out = append(out, v)
 	}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -372,8 +373,17 @@ func (t *txn) PutCustomTypeVersion(ctx context.Context, orgID, name, description
 		ON CONFLICT (org_id, name) DO UPDATE SET description = excluded.description, archived = 0`, orgID, name, description); err != nil {
 		return err
 	}
+	var summary sql.NullString
+	if len(v.Summary) > 0 {
+		b, err := json.Marshal(v.Summary)
+		if err != nil {
+			return fmt.Errorf("sqlstore: custom type summary: %w", err)
+		}
+		summary = sql.NullString{String: string(b), Valid: true}
+	}
 	_, err = t.exec(ctx, "put custom type version", `INSERT INTO custom_type_versions (org_id, name, version, schema_json, rules,
-		created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`, orgID, name, v.Version, v.Schema, string(rules), v.CreatedBy, v.CreatedAt)
+		summary, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, orgID, name, v.Version, v.Schema, string(rules), summary,
+		v.CreatedBy, v.CreatedAt)
 	return err
 }
 

@@ -93,15 +93,18 @@ func restore(t *testing.T, dsn, schema, dump string) {
 	}
 }
 
+// latestVersion is the store's last migration (migrations in migrate.go).
+const latestVersion = 6
+
 func checkUpgraded(t *testing.T, s *sqlstore.Store) {
 	t.Helper()
 	ctx := context.Background()
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 2 {
-		t.Fatalf("schema version = %d, %v; want 2", v, err)
+	if v, err := s.SchemaVersion(ctx); err != nil || v != latestVersion {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, latestVersion)
 	}
 	var n int
-	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM store_migrations`).Scan(&n); err != nil || n != 2 {
-		t.Fatalf("store_migrations rows = %d, %v; want 2", n, err)
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM store_migrations`).Scan(&n); err != nil || n != latestVersion {
+		t.Fatalf("store_migrations rows = %d, %v; want %d", n, err, latestVersion)
 	}
 	org, err := s.OrgByName(ctx, "acme")
 	if err != nil || org.ID != "org-fixture" {

@@ -11,7 +11,11 @@ func testControls(t *testing.T, e *env) {
 	e.org(t, "org-a", "acme")
 	e.org(t, "org-b", "other")
 	v := func(n int, name, desc string) store.ControlVersion {
-		return store.ControlVersion{Version: n, Name: name, Description: desc, CreatedBy: "alice", CreatedAt: t0 + float64(n)}
+		v := store.ControlVersion{Version: n, Name: name, Description: desc, CreatedBy: "alice", CreatedAt: t0 + float64(n)}
+		if n == 2 {
+			v.Links = map[string]string{"runbook": "https://example.com/runbook", "doc": "https://example.com/doc"}
+		}
+		return v
 	}
 	put := func(org, id string, cv store.ControlVersion) {
 		t.Helper()

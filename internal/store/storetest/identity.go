@@ -69,6 +69,14 @@ func testUsersAndMemberships(t *testing.T, e *env) {
 	_, err = e.s.MemberRole(e.ctx, alice.ID, "org-m")
 	wantErr(t, "MemberRole of a non-member", err, store.ErrNotFound)
 
+	// The default organization is empty until chosen, then kept.
+	e.identity(t, func(tx store.IdentityTx) error { return tx.SetDefaultOrg(e.ctx, alice.ID, zeta.ID) })
+	if got, err := e.s.UserByName(e.ctx, "alice"); err != nil || got.DefaultOrgID != zeta.ID {
+		t.Errorf("after SetDefaultOrg UserByName = %+v, %v; want default %s", got, err, zeta.ID)
+	}
+	err = e.s.UpdateIdentities(e.ctx, func(tx store.IdentityTx) error { return tx.SetDefaultOrg(e.ctx, "nope", zeta.ID) })
+	wantErr(t, "SetDefaultOrg of an unknown user", err, store.ErrNotFound)
+
 	orgs, err := e.s.UserOrgs(e.ctx, alice.ID)
 	must(t, "UserOrgs", err)
 	checkIDSet(t, "UserOrgs", orgs, orgID, "org-a", "org-z")

@@ -18,6 +18,7 @@ import (
 func testCustomTypes(t *testing.T, e *env) {
 	e.org(t, "org-a", "acme")
 	v1 := store.CustomTypeVersion{Version: 1, Schema: `{"type":"object"}`, Rules: []string{"input.ok == true"},
+		Summary:   []store.SummaryExpr{{Name: "pair", Expression: `[.a, .b] | map(select(.x == "1")) | length`}, {Name: "ok", Expression: ".ok"}},
 		CreatedBy: "alice", CreatedAt: t0}
 	v2 := store.CustomTypeVersion{Version: 2, Schema: `{"type":"object","required":["ok"]}`,
 		Rules: []string{"input.ok == true", "input.count > 0"}, CreatedBy: "bob", CreatedAt: t0 + 1}

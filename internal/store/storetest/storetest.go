@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BulkEvidence", testBulkEvidence},
 		{"CustomTypes", testCustomTypes},
 		{"Controls", testControls},
+		{"Repos", testRepos},
 		{"Policies", testPolicies},
 		{"PolicyAttachments", testPolicyAttachments},
 		{"Verdicts", testVerdicts},
