@@ -39,13 +39,21 @@ func counted(postgres bool, runs *[2]atomic.Int32) migrate.Plan {
 func openSQLite(t *testing.T) *sql.DB {
 	t.Helper()
 	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
+	// busy_timeout first: the pragmas run in order on every new connection, and switching to WAL
+	// needs a lock that connections opening together would otherwise fail to get (SQLITE_BUSY).
 	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "m.db")+"?"+q.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	// One connection first, as the store opens: it switches the new file to WAL, which needs an
+	// exclusive lock that connections racing to open a fresh file may fail to get (SQLITE_BUSY,
+	// before busy_timeout applies). The tests are about migrations taking turns, not that.
+	if err := db.Ping(); err != nil {
+		t.Fatal(err)
+	}
 	return db
 }
 

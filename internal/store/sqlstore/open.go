@@ -17,8 +17,10 @@ import (
 // synchronous=NORMAL keeps every committed transaction across a crash of the process.
 func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
+	// busy_timeout first: the pragmas run in order on every new connection, and switching to WAL
+	// needs a lock that connections opening together would otherwise fail to get (SQLITE_BUSY).
 	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	// The store checkpoints from a connection of its own (below); this mark, crossed only when
 	// that falls behind, makes the commit that crosses it checkpoint in-line.
