@@ -36,7 +36,11 @@ type ArtifactReport struct {
 }
 
 func (a *API) artifactURL(org, flow, fp, id string) string {
-	return a.cfg.BaseURL + "/" + org + "/flows/" + flow + "/artifacts/" + fp + "?artifact_id=" + id
+	u := a.cfg.BaseURL + "/" + org + "/flows/" + flow + "/artifacts/" + fp
+	if id == "" {
+		return u
+	}
+	return u + "?artifact_id=" + id
 }
 
 func (a *API) registerArtifacts() {

@@ -92,7 +92,7 @@ func (a *API) registerSnapshots() {
 				}
 				if fp, _ := art["fingerprint"].(string); fp != "" {
 					if flow, ok := art["flow_name"].(string); ok {
-						art["html_url"] = a.cfg.BaseURL + "/" + p.Org.Name + "/flows/" + flow + "/artifacts/" + fp
+						art["html_url"] = a.artifactURL(p.Org.Name, flow, fp, provenanceArtifactID(art["flows"], flow))
 					}
 				}
 			}
@@ -213,4 +213,21 @@ func (a *API) registerSnapshots() {
 			}
 			return out, nil
 		})
+}
+
+// provenanceArtifactID is the artifact id of a snapshot artifact's provenance in flow (its "flows"
+// entries, each {flow_name, artifact_id, ...}), so that its html_url names the artifact as every
+// other artifact link does; "" when no entry of that flow has one.
+func provenanceArtifactID(flows any, flow string) string {
+	list, _ := flows.([]any)
+	for _, f := range list {
+		m, _ := f.(map[string]any)
+		if name, _ := m["flow_name"].(string); name != flow {
+			continue
+		}
+		if id, _ := m["artifact_id"].(string); id != "" {
+			return id
+		}
+	}
+	return ""
 }

@@ -359,6 +359,16 @@ func TestContractArtifactHistory(t *testing.T) {
 		if r := a["running"].([]any); len(r) != 1 || r[0].(map[string]any)["environment_name"] != "prod" || r[0].(map[string]any)["snapshot_index"] != float64(1) {
 			t.Fatalf("running: %v", r)
 		}
+		// Item 9: the artifact's links carry its id, in the hosted 8-4-4-4-8 form, in the snapshot
+		// as on the artifact itself.
+		link, _ := a["html_url"].(string)
+		if !regexp.MustCompile(`\?artifact_id=[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{8}$`).MatchString(link) {
+			t.Fatalf("artifact html_url %q lacks an 8-4-4-4-8 artifact_id", link)
+		}
+		snap := k.get("/snapshots/"+testOrg+"/prod/-1").want(t, http.StatusOK).JSON(t)
+		if arts := snap["artifacts"].([]any); len(arts) != 1 || arts[0].(map[string]any)["html_url"] != link {
+			t.Fatalf("snapshot artifact html_url, want %q: %v", link, arts)
+		}
 		k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/K8S", map[string]any{"artifacts": []any{}}).want(t, http.StatusCreated)
 		a = k.get("/artifacts/"+testOrg+"/app/fingerprint/"+fp).want(t, http.StatusOK).JSON(t)
 		if x := a["exited"].([]any); len(x) != 1 || x[0].(map[string]any)["environment_name"] != "prod" || x[0].(map[string]any)["snapshot_index"] != float64(2) {
