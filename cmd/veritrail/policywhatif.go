@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
-	"net/http"
 	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // flowWhatIfAnswer is the part of the server's answer to a template's what-if that the summary prints.
@@ -59,23 +57,9 @@ func runTemplateWhatIf(ctx context.Context, o whatIfOptions, file string, stdout
 	if o.trails > 0 {
 		u += "?limit=" + strconv.Itoa(o.trails)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	answer, err := postWhatIf(ctx, u, o.token, contentType, body)
 	if err != nil {
-		return fmt.Errorf("what-if: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+o.token)
-	req.Header.Set("Content-Type", contentType)
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		return fmt.Errorf("what-if: %w", err)
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("what-if: read the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return serverError(resp.StatusCode, answer)
+		return err
 	}
 	var w flowWhatIfAnswer
 	if err := json.Unmarshal(answer, &w); err != nil {

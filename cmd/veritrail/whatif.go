@@ -139,23 +139,9 @@ func runWhatIf(ctx context.Context, o whatIfOptions, file string, stdout io.Writ
 		return err
 	}
 	u := strings.TrimRight(o.host, "/") + "/api/v2/environments/" + url.PathEscape(o.org) + "/" + url.PathEscape(o.environment) + "/what-if"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	answer, err := postWhatIf(ctx, u, o.token, contentType, body)
 	if err != nil {
-		return fmt.Errorf("what-if: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+o.token)
-	req.Header.Set("Content-Type", contentType)
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		return fmt.Errorf("what-if: %w", err)
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("what-if: read the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return serverError(resp.StatusCode, answer)
+		return err
 	}
 	var w whatIfAnswer
 	if err := json.Unmarshal(answer, &w); err != nil {
@@ -255,4 +241,28 @@ func printWhatIf(w io.Writer, a whatIfAnswer) {
 			}
 		}
 	}
+}
+
+// postWhatIf sends a what-if request (a multipart body) with the key as a bearer token and
+// returns the answer's body; an answer other than 200 is the server's error.
+func postWhatIf(ctx context.Context, u, token, contentType string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("what-if: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", contentType)
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("what-if: %w", err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("what-if: read the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, serverError(resp.StatusCode, answer)
+	}
+	return answer, nil
 }
