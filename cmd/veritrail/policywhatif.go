@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
-	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -49,7 +46,7 @@ func runTemplateWhatIf(ctx context.Context, o whatIfOptions, file string, stdout
 	if err != nil {
 		return err
 	}
-	body, contentType, err := templateWhatIfBody(o.name, filepath.Base(file), content)
+	body, contentType, err := whatIfBody(o.name, "template_file", filepath.Base(file), content)
 	if err != nil {
 		return err
 	}
@@ -76,32 +73,6 @@ func runTemplateWhatIf(ctx context.Context, o whatIfOptions, file string, stdout
 		return fmt.Errorf("%d trail(s) compliant today would not be under template '%s'", w.Worse, w.Template)
 	}
 	return nil
-}
-
-// templateWhatIfBody is the multipart body of a template's what-if: the payload and the template file.
-func templateWhatIfBody(name, filename string, content []byte) ([]byte, string, error) {
-	var buf bytes.Buffer
-	w := multipart.NewWriter(&buf)
-	payload, err := json.Marshal(map[string]string{"name": name})
-	if err != nil {
-		return nil, "", err
-	}
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="payload"`)
-	part, err := w.CreatePart(h)
-	if err == nil {
-		_, err = part.Write(payload)
-	}
-	if err == nil {
-		part, err = w.CreateFormFile("template_file", filename)
-	}
-	if err == nil {
-		_, err = part.Write(content)
-	}
-	if err == nil {
-		err = w.Close()
-	}
-	return buf.Bytes(), w.FormDataContentType(), err
 }
 
 func printTemplateWhatIf(w io.Writer, a flowWhatIfAnswer) {

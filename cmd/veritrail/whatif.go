@@ -134,7 +134,7 @@ func runWhatIf(ctx context.Context, o whatIfOptions, file string, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	body, contentType, err := whatIfBody(o.name, filepath.Base(file), content)
+	body, contentType, err := whatIfBody(o.name, "policy_file", filepath.Base(file), content)
 	if err != nil {
 		return err
 	}
@@ -160,9 +160,9 @@ func runWhatIf(ctx context.Context, o whatIfOptions, file string, stdout io.Writ
 	return nil
 }
 
-// whatIfBody is the multipart body of what-if: the payload (without a filename, as the Kosli CLI sends JSON
-// parts) and the policy file.
-func whatIfBody(name, filename string, content []byte) ([]byte, string, error) {
+// whatIfBody is the multipart body of a what-if: the payload (without a filename, as the Kosli CLI sends JSON
+// parts) and the draft in the part filePart (policy_file, or template_file for a flow template).
+func whatIfBody(name, filePart, filename string, content []byte) ([]byte, string, error) {
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
 	payload, err := json.Marshal(map[string]string{"name": name})
@@ -176,7 +176,7 @@ func whatIfBody(name, filename string, content []byte) ([]byte, string, error) {
 		_, err = part.Write(payload)
 	}
 	if err == nil {
-		part, err = w.CreateFormFile("policy_file", filename)
+		part, err = w.CreateFormFile(filePart, filename)
 	}
 	if err == nil {
 		_, err = part.Write(content)

@@ -77,12 +77,21 @@ type fixtureRule struct {
 	Resolutions []string `yaml:"resolutions"`
 }
 
-func readFixture(file string, content []byte) (*fixture, error) {
+// decodeFixture decodes a fixture file (YAML or JSON) into a T, refusing keys T does not have.
+func decodeFixture[T any](file string, content []byte) (*T, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(content)) // JSON is YAML
 	dec.KnownFields(true)
-	var fx fixture
+	var fx T
 	if err := dec.Decode(&fx); err != nil {
 		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return &fx, nil
+}
+
+func readFixture(file string, content []byte) (*fixture, error) {
+	fx, err := decodeFixture[fixture](file, content)
+	if err != nil {
+		return nil, err
 	}
 	if fx.Policy == "" {
 		return nil, fmt.Errorf("%s: policy: name the policy file the cases run against", file)
@@ -102,7 +111,7 @@ func readFixture(file string, content []byte) (*fixture, error) {
 			}
 		}
 	}
-	return &fx, nil
+	return fx, nil
 }
 
 func runFixture(ctx context.Context, e *envpolicy.Engine, file string, content []byte, filter *regexp.Regexp, t *tally) error {

@@ -104,11 +104,9 @@ func isTemplateFixture(content []byte) bool {
 }
 
 func readTemplateFixture(file string, content []byte) (*templateFixture, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(content)) // JSON is YAML
-	dec.KnownFields(true)
-	var fx templateFixture
-	if err := dec.Decode(&fx); err != nil {
-		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	fx, err := decodeFixture[templateFixture](file, content)
+	if err != nil {
+		return nil, err
 	}
 	if fx.Template == "" {
 		return nil, fmt.Errorf("%s: template: name the flow template file the cases run against", file)
@@ -137,7 +135,7 @@ func readTemplateFixture(file string, content []byte) (*templateFixture, error) 
 			}
 		}
 	}
-	return &fx, nil
+	return fx, nil
 }
 
 // all lists every attestation status the case expects.
