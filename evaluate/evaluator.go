@@ -332,6 +332,10 @@ func (e *Evaluator) markDirty(trailID string) {
 func (e *Evaluator) Run(ctx context.Context) error {
 	left, err := e.d.Store.DirtyTrails(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while starting: the dirty marks stay in the store for the next start.
+			return nil
+		}
 		return fmt.Errorf("evaluate: load dirty trails: %w", err)
 	}
 	for _, id := range left {

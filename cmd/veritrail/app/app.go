@@ -114,6 +114,10 @@ func (r *Running) Wait() error { return r.group.Wait() }
 func (r *Running) Close() error {
 	r.stop()
 	err := r.group.Wait()
+	if errors.Is(err, context.Canceled) {
+		// The tier was cut off by this stop, not failing on its own.
+		err = nil
+	}
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		err = errors.Join(err, r.closers[i]())
 	}
