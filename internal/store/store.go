@@ -463,6 +463,7 @@ type Store interface {
 	Reader
 	Admin
 	IdentityStore
+	SessionStore
 	TriggerOutbox
 	Progress
 	// Update runs fn in one transaction, committing when it returns nil.

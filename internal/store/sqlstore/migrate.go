@@ -35,6 +35,8 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 5, Name: "control links", Up: migrate.Statements(`ALTER TABLE control_versions ADD COLUMN links TEXT`)},
 			// Repositories, from the repo_info of trails, attestations and artifacts.
 			{Version: 6, Name: "repos", Up: migrate.Statements(reposTable, `CREATE INDEX IF NOT EXISTS repos_name ON repos (org_id, name)`)},
+			// The web UI's sessions, so that every ingest process knows every signed-in browser.
+			{Version: 7, Name: "web sessions", Up: d.webSessions()},
 		},
 	}
 }

@@ -94,7 +94,7 @@ func restore(t *testing.T, dsn, schema, dump string) {
 }
 
 // latestVersion is the store's last migration (migrations in migrate.go).
-const latestVersion = 6
+const latestVersion = 7
 
 func checkUpgraded(t *testing.T, s *sqlstore.Store) {
 	t.Helper()
@@ -148,6 +148,14 @@ func checkWritable(t *testing.T, s *sqlstore.Store) {
 	}
 	if a, err := s.AttestationByID(ctx, "org-fixture", "att-2"); err != nil || a.Name != "lint" {
 		t.Fatalf("attestation written after the upgrade = %+v, %v", a, err)
+	}
+	// Version 7's table: the web UI's sessions.
+	sess := store.WebSession{TokenHash: []byte("token-hash"), KeyHash: []byte("key-hash"), CreatedAt: 1700000100, ExpiresAt: 1700003700}
+	if err := s.CreateSession(ctx, sess); err != nil {
+		t.Fatalf("create a web session after the upgrade: %v", err)
+	}
+	if got, err := s.SessionByHash(ctx, sess.TokenHash, 1700000200); err != nil || string(got.KeyHash) != "key-hash" {
+		t.Fatalf("web session after the upgrade = %+v, %v", got, err)
 	}
 }
 

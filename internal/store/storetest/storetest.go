@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Audit", testAudit},
 		{"IdentityAdmin", testIdentityAdmin},
 		{"Wipe", testWipe},
+		{"WebSessions", testWebSessions},
 		{"UpsertFlow", testUpsertFlow},
 		{"ListFlows", testListFlows},
 		{"RenameFlow", testRenameFlow},
