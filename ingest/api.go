@@ -113,6 +113,8 @@ type Deps struct {
 	Log       *slog.Logger
 	// Identities stores service accounts and keys, which the API writes directly.
 	Identities store.IdentityStore
+	// Sessions keeps the web UI's signed-in browsers, which the site writes directly.
+	Sessions store.SessionStore
 	// Now is the clock of key expiry and rate limits; nil means time.Now.
 	Now func() time.Time
 	// Notifications reads the notify tier's outcomes and dead letters; nil shows none.
@@ -266,7 +268,7 @@ func New(cfg Config, d Deps) *API {
 	}
 
 	// The web UI behind the html_urls, on the same authorization and read after write.
-	site, err := web.New(web.Config{BaseURL: cfg.BaseURL}, web.Deps{Store: d.Store, Auth: a.auth, Query: a.query, Log: d.Log, Blobs: d.Blobs,
+	site, err := web.New(web.Config{BaseURL: cfg.BaseURL}, web.Deps{Store: d.Store, Sessions: d.Sessions, Auth: a.auth, Query: a.query, Log: d.Log, Blobs: d.Blobs,
 		Notifications: d.Notifications, Limits: a.limits, Clock: a.clock,
 		Wait: func(ctx context.Context, p *Principal) { a.awaitWrites(ctx, p) }})
 	if err != nil {

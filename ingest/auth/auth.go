@@ -152,8 +152,17 @@ func NewAuthenticator(st Identities, clock func() time.Time) *Authenticator {
 // with a valid key of another organization, a public operation of a public organization is
 // served anonymously; an invalid, expired or revoked key is refused even there.
 func (a *Authenticator) Authenticate(ctx context.Context, header, orgName string, public bool) (*Principal, error) {
-	secret := bearer(header)
-	if secret == "" {
+	var h []byte
+	if secret := bearer(header); secret != "" {
+		h = HashKey(secret)
+	}
+	return a.AuthenticateHash(ctx, h, orgName, public)
+}
+
+// AuthenticateHash is Authenticate for a key known by its hash (HashKey), nil for none: a web
+// session keeps only the hash of the key it signed in with.
+func (a *Authenticator) AuthenticateHash(ctx context.Context, keyHash []byte, orgName string, public bool) (*Principal, error) {
+	if len(keyHash) == 0 {
 		if public {
 			if p, err := a.anonymous(ctx, orgName); p != nil || err != nil {
 				return p, err
@@ -161,7 +170,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, orgName string
 		}
 		return nil, ErrNoKey
 	}
-	p, err := a.principal(ctx, secret, orgName)
+	p, err := a.principal(ctx, keyHash, orgName)
 	if public && errors.Is(err, ErrDenied) {
 		if anon, aerr := a.anonymous(ctx, orgName); anon != nil || aerr != nil {
 			return anon, aerr
@@ -198,9 +207,8 @@ type cachedPrincipal struct {
 	expires time.Time
 }
 
-// principal resolves a key in an organization.
-func (a *Authenticator) principal(ctx context.Context, secret, orgName string) (*Principal, error) {
-	h := HashKey(secret)
+// principal resolves a key, by its hash, in an organization.
+func (a *Authenticator) principal(ctx context.Context, h []byte, orgName string) (*Principal, error) {
 	key := string(h) + "\x00" + orgName
 	if p, ok := a.cachedPrincipal(key); ok {
 		return p, nil
@@ -283,7 +291,7 @@ func (a *Authenticator) InDefaultOrg(ctx context.Context, header string) (*Princ
 	if err != nil {
 		return nil, &LookupError{"look up default organization", err}
 	}
-	return a.principal(ctx, secret, org.Name)
+	return a.principal(ctx, HashKey(secret), org.Name)
 }
 
 func (a *Authenticator) userDefaultOrg(ctx context.Context, userID string) (store.Org, error) {

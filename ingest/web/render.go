@@ -83,12 +83,17 @@ func (s *Site) page(public bool, f pageFunc) http.HandlerFunc {
 // anonymous reader of a public organization will do), or answers and reports false.
 func (s *Site) authorize(w http.ResponseWriter, r *http.Request, public bool) (*auth.Principal, session, bool, bool) {
 	org := param(r, "org")
-	sess, signedIn := s.current(r)
-	header := r.Header.Get("Authorization")
-	if header == "" && signedIn {
-		header = "Bearer " + sess.secret
+	sess, signedIn, err := s.current(r)
+	if err != nil {
+		s.fail(w, r, "authenticate", err)
+		return nil, sess, false, false
 	}
-	p, err := s.auth.Authenticate(r.Context(), header, org, public)
+	var p *auth.Principal
+	if header := r.Header.Get("Authorization"); header != "" || !signedIn {
+		p, err = s.auth.Authenticate(r.Context(), header, org, public)
+	} else {
+		p, err = s.auth.AuthenticateHash(r.Context(), sess.keyHash, org, public)
+	}
 	switch {
 	case errors.Is(err, auth.ErrNoKey):
 		// The same answer whether or not the organization exists.

@@ -2,15 +2,15 @@ package web
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
@@ -24,22 +24,20 @@ const (
 	csrfField  = "csrf_token"
 )
 
-// session is a signed-in browser: the API key it signed in with, resolved in each organization
-// on every page as the API resolves it (so a revoked key stops working within the API's cache
-// time), and the token its sign-out form carries.
+// session is a signed-in browser: the hash of the API key it signed in with, resolved in each
+// organization on every page as the API resolves a key (so a revoked key ends its sessions
+// within the API's cache time), and the token its sign-out form carries.
 type session struct {
-	secret string
-	csrf   string
+	keyHash []byte
+	csrf    string
 }
 
-// sessions are kept in this process's memory: a restart signs every browser out, and several
-// ingest processes behind one address need the load balancer to keep a browser on one of them.
+// sessions keeps sessions in the store (store.SessionStore), where every ingest process finds
+// them: a browser signed in through one process is signed in behind any other. The cookie's
+// token is stored hashed, so the table cannot be replayed as cookies.
 type sessions struct {
-	byID *expirable.LRU[string, session]
-}
-
-func newSessions(size int, ttl time.Duration) *sessions {
-	return &sessions{byID: expirable.NewLRU[string, session](size, nil, ttl)}
+	store store.SessionStore
+	ttl   time.Duration
 }
 
 // randomToken is 32 random bytes, URL-safe.
@@ -49,14 +47,36 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// current is the request's session, if its cookie names one.
-func (s *Site) current(r *http.Request) (session, bool) {
+// tokenHash is how a session's token is stored.
+func tokenHash(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// csrfToken is the sign-out form's token of a session: derived from the session's token, which
+// only the browser holds, under a label of its own so that it is not the stored hash.
+func csrfToken(token string) string {
+	h := sha256.Sum256([]byte("veritrail web csrf\x00" + token))
+	return base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+// current is the request's session, if its cookie names a live one.
+func (s *Site) current(r *http.Request) (session, bool, error) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
-		return session{}, false
+		return session{}, false, nil
 	}
-	return s.sessions.byID.Get(c.Value)
+	w, err := s.sessions.store.SessionByHash(r.Context(), tokenHash(c.Value), unixSeconds(s.clock()))
+	if errors.Is(err, store.ErrNotFound) {
+		return session{}, false, nil
+	}
+	if err != nil {
+		return session{}, false, fmt.Errorf("look up session: %w", err)
+	}
+	return session{keyHash: w.KeyHash, csrf: csrfToken(c.Value)}, true, nil
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 
 func (s *Site) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
@@ -110,7 +130,7 @@ func (s *Site) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	next := localPath(r.PostForm.Get("next"))
 	secret := strings.TrimSpace(r.PostForm.Get("api_key"))
-	orgs, err := s.keyOrgs(r, secret)
+	orgs, err := s.keyOrgs(r, keyHashOf(secret))
 	if errors.Is(err, errBadKey) {
 		s.renderSignIn(w, r, http.StatusUnauthorized, signInData{Next: next, Problem: "This API key is unknown, expired or revoked."})
 		return
@@ -119,9 +139,22 @@ func (s *Site) signIn(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "sign in", err)
 		return
 	}
-	id := randomToken()
-	s.sessions.byID.Add(id, session{secret: secret, csrf: randomToken()})
-	s.setCookie(w, sessionCookie, id, 0)
+	now := s.clock()
+	// Each sign-in also removes the sessions that expired: no sweeper to run, and the table
+	// stays as large as the sessions of the last TTL.
+	if n, err := s.sessions.store.DeleteExpiredSessions(r.Context(), unixSeconds(now)); err != nil {
+		s.log.Warn("web: removing expired sessions failed", "err", err)
+	} else if n > 0 {
+		s.log.Debug("web: removed expired sessions", "count", n)
+	}
+	token := randomToken()
+	err = s.sessions.store.CreateSession(r.Context(), store.WebSession{TokenHash: tokenHash(token), KeyHash: auth.HashKey(secret),
+		CreatedAt: unixSeconds(now), ExpiresAt: unixSeconds(now.Add(s.sessions.ttl))})
+	if err != nil {
+		s.fail(w, r, "sign in", err)
+		return
+	}
+	s.setCookie(w, sessionCookie, token, 0)
 	if next == "" {
 		next = "/"
 		if len(orgs) == 1 {
@@ -137,13 +170,16 @@ func (s *Site) signOut(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad form", http.StatusBadRequest)
 		return
 	}
-	if c, err := r.Cookie(sessionCookie); err == nil {
-		if sess, ok := s.sessions.byID.Get(c.Value); ok {
-			if !sameToken(r.PostForm.Get(csrfField), sess.csrf) {
-				http.Error(w, "The form expired or came from another site; reload the page", http.StatusForbidden)
-				return
-			}
-			s.sessions.byID.Remove(c.Value)
+	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
+		// The form's token is checked against the cookie's own: an ended session has nothing
+		// to end, but a forged form must not sign anyone out either.
+		if !sameToken(r.PostForm.Get(csrfField), csrfToken(c.Value)) {
+			http.Error(w, "The form expired or came from another site; reload the page", http.StatusForbidden)
+			return
+		}
+		if err := s.sessions.store.DeleteSession(r.Context(), tokenHash(c.Value)); err != nil {
+			s.fail(w, r, "sign out", err)
+			return
 		}
 	}
 	s.setCookie(w, sessionCookie, "", -1)
@@ -152,13 +188,22 @@ func (s *Site) signOut(w http.ResponseWriter, r *http.Request) {
 
 var errBadKey = errors.New("unknown, expired or revoked API key")
 
-// keyOrgs resolves a key to the organizations it may act in (errBadKey when it may act in none).
-func (s *Site) keyOrgs(r *http.Request, secret string) ([]store.Org, error) {
+// keyHashOf is the hash of a key as sent, nil for none.
+func keyHashOf(secret string) []byte {
 	if secret == "" {
+		return nil
+	}
+	return auth.HashKey(secret)
+}
+
+// keyOrgs resolves a key, by its hash, to the organizations it may act in (errBadKey when it
+// may act in none).
+func (s *Site) keyOrgs(r *http.Request, keyHash []byte) ([]store.Org, error) {
+	if len(keyHash) == 0 {
 		return nil, errBadKey
 	}
 	ctx := r.Context()
-	k, err := s.store.KeyByHash(ctx, auth.HashKey(secret))
+	k, err := s.store.KeyByHash(ctx, keyHash)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errBadKey
 	}
@@ -183,16 +228,20 @@ func (s *Site) keyOrgs(r *http.Request, secret string) ([]store.Org, error) {
 
 // home lists the organizations of the signed-in key, or asks to sign in.
 func (s *Site) home(w http.ResponseWriter, r *http.Request) {
-	sess, ok := s.current(r)
-	secret := sess.secret
+	sess, ok, err := s.current(r)
+	if err != nil {
+		s.fail(w, r, "sign in", err)
+		return
+	}
+	keyHash := sess.keyHash
 	if h := r.Header.Get("Authorization"); h != "" {
-		secret, ok = strings.TrimPrefix(h, "Bearer "), true
+		keyHash, ok = keyHashOf(strings.TrimSpace(strings.TrimPrefix(h, "Bearer "))), true
 	}
 	if !ok {
 		http.Redirect(w, r, "/sign-in", http.StatusSeeOther)
 		return
 	}
-	orgs, err := s.keyOrgs(r, secret)
+	orgs, err := s.keyOrgs(r, keyHash)
 	if errors.Is(err, errBadKey) {
 		s.signedOut(w, r)
 		return

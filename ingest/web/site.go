@@ -41,13 +41,13 @@ type Config struct {
 	BaseURL string
 	// SessionTTL is how long a sign-in lasts (default 12 h).
 	SessionTTL time.Duration
-	// MaxSessions bounds the sessions kept (default 10,000; the oldest are dropped first).
-	MaxSessions int
 }
 
 // Deps are the site's collaborators, shared with the API.
 type Deps struct {
 	Store store.Reader
+	// Sessions keeps the signed-in browsers, shared by every ingest process of the store.
+	Sessions store.SessionStore
 	// Auth resolves a key (or an anonymous reader of a public organization) in an organization,
 	// as the API's authorization hook does.
 	Auth *auth.Authenticator
@@ -91,9 +91,6 @@ func New(cfg Config, d Deps) (*Site, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
-	if cfg.MaxSessions == 0 {
-		cfg.MaxSessions = 10000
-	}
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
@@ -109,7 +106,7 @@ func New(cfg Config, d Deps) (*Site, error) {
 	}
 	return &Site{cfg: cfg, store: d.Store, auth: d.Auth, query: d.Query, wait: d.Wait, log: d.Log, blobs: d.Blobs, notifications: d.Notifications,
 		limits: d.Limits, clock: d.Clock,
-		sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL), pages: pages,
+		sessions: &sessions{store: d.Sessions, ttl: cfg.SessionTTL}, pages: pages,
 		secure: strings.HasPrefix(strings.ToLower(cfg.BaseURL), "https://"),
 		csrf:   http.NewCrossOriginProtection()}, nil
 }

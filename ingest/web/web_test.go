@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
 
 // fakeStore is the little of the store signing in and the organization page read: two
@@ -66,16 +68,33 @@ func (fakeStore) ListEnvironments(context.Context, string, store.Page) ([]store.
 	return nil, 0, nil
 }
 
+// openSessions is a SQLite store for the sessions, as the embedded mode keeps them.
+func openSessions(t *testing.T) *sqlstore.Store {
+	t.Helper()
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 func newTestSite(t *testing.T, base string) http.Handler {
 	t.Helper()
+	h, _ := newTestSiteWith(t, base, openSessions(t), time.Now)
+	return h
+}
+
+func newTestSiteWith(t *testing.T, base string, sessions store.SessionStore, clock func() time.Time) (http.Handler, *Site) {
+	t.Helper()
 	st := fakeStore{}
-	s, err := New(Config{BaseURL: base}, Deps{Store: st, Auth: auth.NewAuthenticator(st, time.Now)})
+	s, err := New(Config{BaseURL: base}, Deps{Store: st, Sessions: sessions, Auth: auth.NewAuthenticator(st, time.Now), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
 	s.Register(r)
-	return r
+	return r, s
 }
 
 func serve(h http.Handler, req *http.Request) *http.Response {
@@ -140,6 +159,54 @@ func TestSignInStartsASession(t *testing.T) {
 		if resp := get("/nowhere"); resp.StatusCode != http.StatusNotFound {
 			t.Fatalf("%s: another organization signed in: %d, want 404", tc.base, resp.StatusCode)
 		}
+	}
+}
+
+// TestSessionsAreStoredHashed: the store holds the hash of the cookie's token and of the key,
+// never either itself; a session ends when it expires, and the next sign-in removes it.
+func TestSessionsAreStoredHashed(t *testing.T) {
+	st := openSessions(t)
+	now := time.Unix(1_700_000_000, 0)
+	h, _ := newTestSiteWith(t, "http://veritrail.test", st, func() time.Time { return now })
+	signIn := func() *http.Cookie {
+		csrf := signInForm(t, h)
+		c := cookieNamed(serve(h, postForm("/sign-in", url.Values{csrfField: {csrf.Value}, "api_key": {theKey}}, csrf)), sessionCookie)
+		if c == nil {
+			t.Fatal("no session cookie")
+		}
+		return c
+	}
+	first := signIn()
+	var token, key []byte
+	var expires float64
+	if err := st.DB().QueryRow(`SELECT token_hash, key_hash, expires_at FROM web_sessions`).Scan(&token, &key, &expires); err != nil {
+		t.Fatal(err)
+	}
+	if string(token) != string(tokenHash(first.Value)) || string(key) != string(auth.HashKey(theKey)) {
+		t.Fatalf("stored token %x and key %x, want their hashes", token, key)
+	}
+	if want := unixSeconds(now.Add(12 * time.Hour)); expires != want {
+		t.Fatalf("expires at %v, want %v", expires, want)
+	}
+	get := func(c *http.Cookie) *http.Response {
+		req := httptest.NewRequest(http.MethodGet, "/acme", nil)
+		req.AddCookie(c)
+		return serve(h, req)
+	}
+	if resp := get(first); resp.StatusCode != http.StatusOK {
+		t.Fatalf("signed in: %d", resp.StatusCode)
+	}
+	now = now.Add(12 * time.Hour)
+	if resp := get(first); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("an expired session: %d, want the sign-in page", resp.StatusCode)
+	}
+	second := signIn()
+	var n int
+	if err := st.DB().QueryRow(`SELECT COUNT(*) FROM web_sessions`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("sessions after the next sign-in = %d, %v; want the new one only", n, err)
+	}
+	if resp := get(second); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the new session: %d", resp.StatusCode)
 	}
 }
 
@@ -274,7 +341,7 @@ func TestExpectedAttestationState(t *testing.T) {
 func TestPagesShareTheAPIRateLimits(t *testing.T) {
 	st := fakeStore{}
 	now := time.Unix(1_700_000_000, 0)
-	s, err := New(Config{BaseURL: "http://veritrail.test"}, Deps{Store: st, Auth: auth.NewAuthenticator(st, time.Now),
+	s, err := New(Config{BaseURL: "http://veritrail.test"}, Deps{Store: st, Sessions: openSessions(t), Auth: auth.NewAuthenticator(st, time.Now),
 		Limits: limits.NewLimiter(limits.Limits{KeyRate: 1, KeyBurst: 2}), Clock: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -170,7 +170,7 @@ func startIngestAlone(ctx context.Context, dir string) (addr string, stats func(
 		closeAll()
 		return "", nil, nil, err
 	}
-	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler), Metrics: reg})
+	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Sessions: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler), Metrics: reg})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		closeAll()

@@ -188,7 +188,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	}
 	// The evaluator's commits move the counts assert answers are kept by, around each commit.
 	changes := answers.NewChanges()
-	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Now: cfg.Now, Notifications: st,
+	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Sessions: st, Now: cfg.Now, Notifications: st,
 		Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify,
 		Resolver: cfg.Resolver, Metrics: reg, Tracing: cfg.Tracing})
 	r.API = api
@@ -314,7 +314,7 @@ func StartIngest(ctx context.Context, cfg Config) (*Running, error) {
 		held.Run(ctx)
 		return nil
 	})
-	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: held, Blobs: bl, Log: log, Identities: st, Now: cfg.Now,
+	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: held, Blobs: bl, Log: log, Identities: st, Sessions: st, Now: cfg.Now,
 		Notifications: st, Changes: changes, Peers: peers, Classify: st.Classify, Resolver: cfg.Resolver,
 		Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: pub}}, Metrics: reg, Tracing: cfg.Tracing})
 	r.API = api

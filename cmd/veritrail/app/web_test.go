@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -341,5 +343,85 @@ func TestWebUITrailPaging(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, "Page 2 of 2") || !strings.Contains(body, `class="selected" aria-current="true"`) ||
 		!strings.Contains(body, "<td>check-000</td>") || strings.Contains(body, "<td>check-119</td>") {
 		t.Fatalf("the oldest attestation's link: %d\n%s", status, body)
+	}
+}
+
+// TestWebSessionAcrossIngestProcesses: in the distributed mode with two ingest processes on one
+// PostgreSQL, a browser signed in through one is signed in through the other (behind a load
+// balancer it reaches either), and signing out through the other ends it on both.
+func TestWebSessionAcrossIngestProcesses(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Postgres = postgresSchema(t)
+	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
+	start := func(f func(context.Context, Config) (*Running, error)) *Running {
+		t.Helper()
+		r, err := f(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	start(StartEvaluate)
+	a, b := start(StartIngest), start(StartIngest)
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+
+	first := newBrowser(t, "http://"+a.Addr)
+	first.signIn(testToken)
+	u, err := url.Parse(first.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var session *http.Cookie
+	for _, c := range first.http.Jar.Cookies(u) {
+		if c.Name == "vt_session" {
+			session = c
+		}
+	}
+	if session == nil {
+		t.Fatal("no session cookie after signing in through ingest A")
+	}
+	// The other process, asked with the cookie alone (a fresh client: no cookie of its own).
+	other := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	call := func(base, method, path string, form url.Values) (int, string) {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequest(method, base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		req.AddCookie(&http.Cookie{Name: session.Name, Value: session.Value})
+		resp, err := other.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s%s: %v", method, base, path, err)
+		}
+		defer resp.Body.Close()
+		page, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(page)
+	}
+	status, page := call("http://"+b.Addr, http.MethodGet, "/"+testOrg, nil)
+	if status != http.StatusOK || !strings.Contains(page, testOrg) || !strings.Contains(page, "Sign out") {
+		t.Fatalf("ingest B with ingest A's session: %d\n%s", status, page)
+	}
+	m := csrfInput.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no sign-out form on ingest B's page:\n%s", page)
+	}
+	if status, _ := call("http://"+b.Addr, http.MethodPost, "/sign-out", url.Values{"csrf_token": {m[1]}}); status != http.StatusSeeOther {
+		t.Fatalf("sign out through ingest B: %d", status)
+	}
+	for _, in := range []*Running{a, b} {
+		if status, _ := call("http://"+in.Addr, http.MethodGet, "/"+testOrg, nil); status != http.StatusSeeOther {
+			t.Fatalf("the session after signing out, at %s: %d, want the sign-in page", in.Addr, status)
+		}
 	}
 }
