@@ -385,9 +385,53 @@ type snapArtifact struct {
 	FlowName    string `json:"flow_name"`
 	Compliant   *bool  `json:"compliant"`
 	Instances   int    `json:"instances"`
+	// CreationTimestamps and Contexts are the instances as the reporter saw them (pods,
+	// containers, tasks, ...): Contexts[i] is the one started at CreationTimestamps[i].
+	CreationTimestamps []float64        `json:"creationTimestamp"`
+	Contexts           []map[string]any `json:"contexts"`
 	// Verdict is the policies' decision with its reasons (latest snapshot of an environment with policies).
 	Verdict  *store.Verdict `json:"-"`
 	Policies []policyView   `json:"-"`
+}
+
+// instance is one running copy of an artifact as the page shows it: when it started (0 when
+// the reporter did not say) and what the report said of it, by field name.
+type instance struct {
+	Started float64
+	Fields  []instanceField
+}
+
+type instanceField struct{ Name, Value string }
+
+// InstanceList pairs the artifact's start times with their contexts, fields in name order.
+func (a snapArtifact) InstanceList() []instance {
+	n := max(len(a.CreationTimestamps), len(a.Contexts))
+	out := make([]instance, n)
+	for i := range out {
+		if i < len(a.CreationTimestamps) {
+			out[i].Started = a.CreationTimestamps[i]
+		}
+		if i >= len(a.Contexts) {
+			continue
+		}
+		for k, v := range a.Contexts[i] {
+			out[i].Fields = append(out[i].Fields, instanceField{Name: k, Value: contextValue(v)})
+		}
+		slices.SortFunc(out[i].Fields, func(x, y instanceField) int { return strings.Compare(x.Name, y.Name) })
+	}
+	return out
+}
+
+// contextValue shows a value of a report item: text as it is, anything else as JSON.
+func contextValue(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // snapshotEntries splits a snapshot's artifacts without decoding them: a page decodes only

@@ -214,6 +214,12 @@ func TestWebUICrawl(t *testing.T) {
 		} else if !strings.Contains(body, "<svg") || !strings.Contains(body, "Of the last 2 snapshots") || !strings.Contains(body, "web:2") {
 			t.Errorf("environment page without its chart or event log:\n%s", body)
 		}
+		// The latest snapshot's instances of each artifact, as the report gave them.
+		if _, _, body := mine.get("/" + testOrg + "/environments/prod"); !strings.Contains(body, "web-7d9f-abc12") ||
+			!strings.Contains(body, "web-7d9f-def34") || !strings.Contains(body, "<dt>namespace</dt>") ||
+			!strings.Contains(body, `datetime="2023-11-14T22:13:20Z"`) {
+			t.Errorf("environment page without web:2's pods:\n%s", body)
+		}
 		// The diff of the two snapshots: web:2 and mystery:1 started in the second.
 		status, _, body := mine.get("/" + testOrg + "/environments/prod/diff?from=1&to=2")
 		before, only2, found := strings.Cut(body, "Only in prod#2")
@@ -307,7 +313,13 @@ func webScenario(t *testing.T, k *kosli) (good, bad, mystery string) {
 	p.policy("prod-policy", policySchema+"artifacts:\n  attestations:\n    - name: smoke\n      type: generic\n", http.StatusCreated)
 	p.attach("prod", "prod-policy").want(t, http.StatusOK)
 	p.report("prod", map[string]string{"web:1": good})
-	p.report("prod", map[string]string{"web:1": good, "web:2": bad, "mystery:1": mystery})
+	// The second report says which pods run web:2 (its instances on the environment page).
+	k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/server", map[string]any{"artifacts": []map[string]any{
+		{"digests": map[string]string{"mystery:1": mystery}, "creationTimestamp": 1},
+		{"digests": map[string]string{"web:1": good}, "creationTimestamp": 1},
+		{"digests": map[string]string{"web:2": bad}, "creationTimestamp": 1700000000, "podName": "web-7d9f-abc12", "namespace": "shop"},
+		{"digests": map[string]string{"web:2": bad}, "creationTimestamp": 1700000060, "podName": "web-7d9f-def34", "namespace": "shop"},
+	}}).want(t, http.StatusCreated)
 	k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "SEC-1", "name": "Security review"}).
 		want(t, http.StatusCreated)
 	return good, bad, mystery
