@@ -596,15 +596,19 @@ func (s *Site) snapshotPage(c *call) (string, string, any, error) {
 }
 
 type policyData struct {
-	Policy       store.Policy
-	Latest       store.PolicyVersion
+	Policy store.Policy
+	// Latest is the policy's newest version (Policy.Versions are shown newest first).
+	Latest       int
 	Environments []string
 	// AllEnvironments are the organization's environments, for the what-if form.
-	AllEnvironments  []string
+	AllEnvironments []string
+	// Shown is the version the page shows (?show=, by default the latest), Rego the module it runs.
+	Shown            store.PolicyVersion
 	Rego             string
 	DiffFrom, DiffTo int
-	Diff             []diffLine
-	WhatIf           *whatIf
+	// Diff compares the two versions' sources; RegoDiff the Rego they run, when one is YAML.
+	Diff, RegoDiff []diffLine
+	WhatIf         *whatIf
 }
 
 func (s *Site) policyPage(c *call) (string, string, any, error) {
@@ -630,7 +634,7 @@ func (s *Site) policyPage(c *call) (string, string, any, error) {
 	}
 	versions := slices.Clone(p.Versions)
 	slices.Reverse(versions) // newest first
-	d := policyData{Policy: p, Latest: p.Latest(), Environments: envs, AllEnvironments: names}
+	d := policyData{Policy: p, Latest: p.Latest().Version, Environments: envs, AllEnvironments: names}
 	if err := s.policyExtras(c, p, &d); err != nil {
 		return "", "", nil, err
 	}

@@ -37,17 +37,31 @@ func version(p store.Policy, n int) store.PolicyVersion {
 	return p.Latest()
 }
 
-// policyExtras adds to d the Rego the shown version compiles to, the diff the form asks for and
-// the what-if answer the form asks for (a read: the form is a GET).
+// regoOf is the Rego a version of the policy runs: a YAML policy's compiled module, a Rego
+// policy's own content. A version that no longer compiles says why instead.
+func (s *Site) regoOf(p store.Policy, v store.PolicyVersion) string {
+	if v.Format != store.PolicyYAML {
+		return v.Content
+	}
+	parsed, err := s.query.Policy(store.Policy{Name: p.Name, Versions: []store.PolicyVersion{v}})
+	if err != nil {
+		return fmt.Sprintf("# version %d does not parse: %v", v.Version, err)
+	}
+	rego, err := envpolicy.Compile(parsed)
+	if err != nil {
+		return fmt.Sprintf("# version %d does not compile: %v", v.Version, err)
+	}
+	return rego
+}
+
+// policyExtras adds to d the version the query asks to show (by default the latest) with the
+// Rego it runs, the diff between the two versions the form asks for (their source, and the
+// Rego of YAML ones), and the what-if answer the form asks for (a read: the form is a GET).
 func (s *Site) policyExtras(c *call, p store.Policy, d *policyData) error {
 	q := c.r.URL.Query()
-	if d.Latest.Format == store.PolicyYAML {
-		if parsed, err := s.query.Policy(p); err == nil {
-			if rego, err := envpolicy.Compile(parsed); err == nil {
-				d.Rego = rego
-			}
-		}
-	}
+	n, _ := strconv.Atoi(q.Get("show"))
+	d.Shown = version(p, n)
+	d.Rego = s.regoOf(p, d.Shown)
 	if len(p.Versions) > 1 {
 		from, _ := strconv.Atoi(q.Get("from"))
 		to, _ := strconv.Atoi(q.Get("to"))
@@ -60,13 +74,16 @@ func (s *Site) policyExtras(c *call, p store.Policy, d *policyData) error {
 		}
 		a, b := version(p, from), version(p, to)
 		d.DiffFrom, d.DiffTo = a.Version, b.Version
-		d.Diff = lineDiff(a.Content, b.Content)
+		d.Diff = foldDiff(lineDiff(a.Content, b.Content))
+		if a.Format == store.PolicyYAML || b.Format == store.PolicyYAML {
+			d.RegoDiff = foldDiff(lineDiff(s.regoOf(p, a), s.regoOf(p, b)))
+		}
 	}
 	envName := q.Get("environment")
 	if envName == "" {
 		return nil
 	}
-	n, _ := strconv.Atoi(q.Get("version"))
+	n, _ = strconv.Atoi(q.Get("version"))
 	v := version(p, n)
 	w := &whatIf{Env: envName, Version: v.Version}
 	d.WhatIf = w
@@ -94,9 +111,43 @@ func (s *Site) policyExtras(c *call, p store.Policy, d *policyData) error {
 	return nil
 }
 
-// diffLine is a line of a diff: kept (" "), removed ("-") or added ("+").
+// diffLine is a line of a diff: kept (" "), removed ("-") or added ("+"), or Skipped kept
+// lines far from any change, folded into one.
 type diffLine struct {
 	Op, Text string
+	Skipped  int
+}
+
+// diffContext is how many kept lines a folded diff shows around each change.
+const diffContext = 3
+
+// foldDiff folds the runs of kept lines farther than diffContext from any change: a compiled
+// module is long, and its versions differ in a few places.
+func foldDiff(lines []diffLine) []diffLine {
+	near := make([]bool, len(lines))
+	for i, l := range lines {
+		if l.Op == " " {
+			continue
+		}
+		for j := max(0, i-diffContext); j <= min(len(lines)-1, i+diffContext); j++ {
+			near[j] = true
+		}
+	}
+	var out []diffLine
+	for i := 0; i < len(lines); {
+		if near[i] {
+			out = append(out, lines[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(lines) && !near[j] {
+			j++
+		}
+		out = append(out, diffLine{Op: " ", Skipped: j - i})
+		i = j
+	}
+	return out
 }
 
 // maxDiffLines bounds the lines a diff compares (the table it builds is their product).
@@ -127,21 +178,21 @@ func lineDiff(a, b string) []diffLine {
 	for i < len(x) && j < len(y) {
 		switch {
 		case x[i] == y[j]:
-			out = append(out, diffLine{" ", x[i]})
+			out = append(out, diffLine{Op: " ", Text: x[i]})
 			i, j = i+1, j+1
 		case lcs[i+1][j] >= lcs[i][j+1]:
-			out = append(out, diffLine{"-", x[i]})
+			out = append(out, diffLine{Op: "-", Text: x[i]})
 			i++
 		default:
-			out = append(out, diffLine{"+", y[j]})
+			out = append(out, diffLine{Op: "+", Text: y[j]})
 			j++
 		}
 	}
 	for ; i < len(x); i++ {
-		out = append(out, diffLine{"-", x[i]})
+		out = append(out, diffLine{Op: "-", Text: x[i]})
 	}
 	for ; j < len(y); j++ {
-		out = append(out, diffLine{"+", y[j]})
+		out = append(out, diffLine{Op: "+", Text: y[j]})
 	}
 	return out
 }

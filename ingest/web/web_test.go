@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -319,6 +320,27 @@ func TestLineDiff(t *testing.T) {
 	}
 	if want := []string{" a", "-b", " c", " d", "+e"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("lineDiff = %v, want %v", got, want)
+	}
+}
+
+func TestFoldDiff(t *testing.T) {
+	var a, b []string
+	for i := range 20 {
+		a = append(a, fmt.Sprint(i))
+		b = append(b, fmt.Sprint(i))
+	}
+	b[10] = "ten"
+	var got []string
+	for _, l := range foldDiff(lineDiff(strings.Join(a, "\n"), strings.Join(b, "\n"))) {
+		if l.Skipped > 0 {
+			got = append(got, fmt.Sprintf("(%d)", l.Skipped))
+			continue
+		}
+		got = append(got, l.Op+l.Text)
+	}
+	want := []string{"(7)", " 7", " 8", " 9", "-10", "+ten", " 11", " 12", " 13", "(6)"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("foldDiff = %v, want %v", got, want)
 	}
 }
 

@@ -268,8 +268,23 @@ func TestWebUICrawl(t *testing.T) {
 		// What if: the policy judges prod's latest snapshot on request; web:2 fails its smoke test.
 		status, _, body = mine.get("/" + testOrg + "/policies/prod-policy?environment=prod&version=1")
 		if _, answer, _ := strings.Cut(body, "artifacts would fail"); status != http.StatusOK || !strings.Contains(answer, bad[:12]) ||
-			!strings.Contains(body, "The Rego it compiles to") || !strings.Contains(body, `<a href="/`+testOrg+`/environments/prod">prod</a>`) {
+			!strings.Contains(body, "The Rego version 1 compiles to") || !strings.Contains(body, `<a href="/`+testOrg+`/environments/prod">prod</a>`) {
 			t.Errorf("what-if: %d\n%s", status, body)
+		}
+		// A second version: each version shows the Rego it compiles to, and the two compare as
+		// written and as compiled.
+		p := policyKit{t, k}
+		p.policy("prod-policy", policySchema+"artifacts:\n  attestations:\n    - name: smoke\n      type: generic\n    - name: scan\n      type: generic\n", http.StatusOK)
+		status, _, body = mine.get("/" + testOrg + "/policies/prod-policy?show=1")
+		if status != http.StatusOK || !strings.Contains(body, "Version 1 (yaml)</h2>") || !strings.Contains(body, "The Rego version 1 compiles to") ||
+			!strings.Contains(body, `href="?show=2#content"`) {
+			t.Errorf("policy page showing version 1: %d\n%s", status, body)
+		}
+		status, _, body = mine.get("/" + testOrg + "/policies/prod-policy?from=1&to=2")
+		written, compiled, found := strings.Cut(body, "The Rego it compiles to</h4>")
+		if status != http.StatusOK || !found || !strings.Contains(written, `<span class="add">&#43;     - name: scan</span>`) ||
+			!strings.Contains(compiled, `<span class="add">&#43;`) || !strings.Contains(compiled, "unchanged lines") || !strings.Contains(compiled, "scan") {
+			t.Errorf("policy diff of versions 1 and 2: %d\n%s", status, body)
 		}
 		if status, _, _ := other.get("/" + testOrg + "/environments/prod/diff"); status != http.StatusNotFound {
 			t.Errorf("diff with another organization's session: %d, want 404", status)
