@@ -27,6 +27,8 @@ import (
 type NotificationLog interface {
 	deliverylog.Outcomes
 	RuleDeadLetters(ctx context.Context, org string, rule int64, limit int) ([]deliverylog.DeadLetter, error)
+	// RuleDeliveries pages a rule's deliveries, latest first (the web UI's notifications page).
+	RuleDeliveries(ctx context.Context, org string, rule int64, p store.Page) ([]deliverylog.Delivery, int, error)
 }
 
 // NotificationTargetInput is one target of a rule. webhook is the URL of a WEBHOOK target, the

@@ -181,3 +181,26 @@ func (k Key) DeliveryID() string {
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
+
+// Delivery is one delivery as the log holds it: its entry, and how it stands now.
+type Delivery struct {
+	Entry
+	State DeliveryState
+	// Attempts, At (when it was delivered or given up on, or when its latest attempt failed
+	// while it is still pending) and the latest failure's Reason and Message.
+	Attempts        int
+	At              time.Time
+	Reason, Message string
+}
+
+// DeliveryState is where a delivery stands.
+type DeliveryState int
+
+// The states of a delivery.
+const (
+	// Pending is claimed and not settled: being sent, or waiting for its next attempt.
+	Pending DeliveryState = iota
+	Delivered
+	// GivenUp is a dead letter.
+	GivenUp
+)

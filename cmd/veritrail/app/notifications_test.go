@@ -208,6 +208,20 @@ func TestNotificationRules(t *testing.T) {
 		member := newKosli(t, e.base+"/api/v2", "vt_member_key_0000000000000000000")
 		member.get(notificationsPath+"/2").want(t, http.StatusOK)
 		wantError(t, member.get(notificationsPath+"/2/dead_letters"), http.StatusForbidden, "admin", "")
+		// The web UI shows the admin the delivery given up on, with why; a member sees the rule's
+		// targets and their outcome, not its deliveries.
+		admin := newBrowser(t, e.base)
+		admin.signIn(testToken)
+		if _, _, page := admin.get("/" + testOrg + "/notifications"); !strings.Contains(page, "Given up on") ||
+			!strings.Contains(page, sdk.ReasonClientError) || !strings.Contains(page, gone.url) {
+			t.Errorf("notifications page of an admin with a dead letter:\n%s", page)
+		}
+		viewer := newBrowser(t, e.base)
+		viewer.signIn("vt_member_key_0000000000000000000")
+		if _, _, page := viewer.get("/" + testOrg + "/notifications"); !strings.Contains(page, "prod starts") ||
+			strings.Contains(page, "Recent deliveries") {
+			t.Errorf("notifications page of a member:\n%s", page)
+		}
 
 		// A deleted rule is gone and its number is not given again.
 		k.send(http.MethodDelete, notificationsPath+"/2", nil).want(t, http.StatusOK)
@@ -535,6 +549,14 @@ func TestFailingReceiverRecovers(t *testing.T) {
 			return r["is_failing"] == true && tg["is_failing"] == true && tg["last_failure_reason"] == sdk.ReasonServerError &&
 				r["last_success_timestamp"] == nil
 		})
+		// The web UI lists the delivery as retrying, with why.
+		b := newBrowser(t, e.base)
+		b.signIn(testToken)
+		_, _, page := b.get("/" + testOrg + "/notifications")
+		if !strings.Contains(page, "Recent deliveries (1)") || !strings.Contains(page, "Retrying") ||
+			!strings.Contains(page, sdk.ReasonServerError) || !strings.Contains(page, "ON_STARTED_ARTIFACT") {
+			t.Errorf("notifications page while the receiver fails:\n%s", page)
+		}
 		hook.status.Store(http.StatusOK)
 		if p := payloadOf(t, next(t, hook.got, "the delivery after recovery")); p.Event.Trigger != sdk.OnStartedArtifact {
 			t.Fatalf("delivered %+v", p.Event)
@@ -543,6 +565,10 @@ func TestFailingReceiverRecovers(t *testing.T) {
 			r := getRule(t, k, rule["number"])
 			return r["is_failing"] == false && r["last_success_timestamp"] != nil
 		})
+		if _, _, page := b.get("/" + testOrg + "/notifications"); !strings.Contains(page, "Recent deliveries (1)") ||
+			!strings.Contains(page, "Delivered") || strings.Contains(page, "Retrying") {
+			t.Errorf("notifications page after recovery:\n%s", page)
+		}
 		// The success is settled in the log: nothing is sent again.
 		if len(hook.got) != 0 || hook.failed.Load() == 0 {
 			t.Fatalf("after recovery: %d more deliveries, %d refused attempts", len(hook.got), hook.failed.Load())

@@ -251,7 +251,7 @@ func TestWebUICrawl(t *testing.T) {
 			"targets": []map[string]any{{"type": "EMAIL", "emails": []string{"ops@example.com"}}}})
 		status, _, body = mine.get("/" + testOrg + "/notifications")
 		if status != http.StatusOK || !strings.Contains(body, "prod watch") || !strings.Contains(body, "ops@example.com") ||
-			!strings.Contains(body, "Given up on") {
+			!strings.Contains(body, "Recent deliveries (0)") {
 			t.Errorf("notifications: %d\n%s", status, body)
 		}
 		if status, _, _ := other.get("/" + testOrg + "/notifications"); status != http.StatusNotFound {

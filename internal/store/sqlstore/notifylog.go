@@ -121,6 +121,14 @@ func (s *Store) RecordFailure(ctx context.Context, key deliverylog.Key, f delive
 		if err := t.requireDelivery(ctx, key); err != nil {
 			return err
 		}
+		// The pending delivery keeps its latest failure too, for the web UI's list of a rule's
+		// deliveries (a settled one stays as it was).
+		if _, err := t.exec(ctx, "record failed attempt", `UPDATE notify_deliveries SET attempts = ?, failed_at = ?, retryable = ?,
+			reason = ?, message = ? WHERE `+deliveryKey+` AND state = ?`,
+			append(append([]any{f.Attempts, nanos(f.At), b2i(f.Retryable), f.Reason, f.Message}, deliveryKeyArgs(key)...),
+				deliveryClaimed)...); err != nil {
+			return err
+		}
 		return t.recordFailureOutcome(ctx, key, f)
 	})
 }
@@ -219,4 +227,47 @@ func (s *Store) TargetOutcomes(ctx context.Context, org string, rule int64) ([]d
 		out = append(out, o)
 	}
 	return out, rows.Err()
+}
+
+// RuleDeliveries lists a page of one rule's deliveries, the latest first (pending ones, whose
+// lease lies ahead, before the settled), with how many there are: what the web UI shows of a
+// rule's recent outcomes.
+func (s *Store) RuleDeliveries(ctx context.Context, org string, rule int64, p store.Page) ([]deliverylog.Delivery, int, error) {
+	r := s.reader()
+	var total int
+	if err := r.row(ctx, `SELECT COUNT(*) FROM notify_deliveries WHERE org = ? AND rule = ?`, org, rule).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("sqlstore: count deliveries: %w", err)
+	}
+	rows, err := r.rows(ctx, `SELECT rule, target, event, notifier, payload, state, attempts, settled_at, failed_at, reason, message
+		FROM notify_deliveries WHERE org = ? AND rule = ?
+		ORDER BY CASE WHEN state = ? THEN lease_until ELSE settled_at END DESC, target, event`+pageClause(p), org, rule, deliveryClaimed)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlstore: deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []deliverylog.Delivery
+	for rows.Next() {
+		d := deliverylog.Delivery{Entry: deliverylog.Entry{Key: deliverylog.Key{Org: org}}}
+		var payload string
+		var state int
+		var settled, failed int64
+		if err := rows.Scan(&d.Key.Rule, &d.Key.Target, &d.Key.Event, &d.Notifier, &payload, &state, &d.Attempts, &settled, &failed,
+			&d.Reason, &d.Message); err != nil {
+			return nil, 0, fmt.Errorf("sqlstore: deliveries: %w", err)
+		}
+		if err := json.Unmarshal([]byte(payload), &d.Payload); err != nil {
+			return nil, 0, fmt.Errorf("sqlstore: delivery %s: %w", d.Key, err)
+		}
+		switch state {
+		case deliveryDelivered:
+			d.State, d.At = deliverylog.Delivered, fromNanos(settled)
+			d.Reason, d.Message = "", "" // an earlier attempt's failure, no longer the outcome
+		case deliveryFailed:
+			d.State, d.At = deliverylog.GivenUp, fromNanos(settled)
+		default:
+			d.State, d.At = deliverylog.Pending, fromNanos(failed)
+		}
+		out = append(out, d)
+	}
+	return out, total, rows.Err()
 }
