@@ -15,7 +15,7 @@ import (
 // token and a JSON content type on every request (GETs included), the body `null` for empty
 // writes, JSON multipart parts without a filename and files as application/octet-stream.
 type kosli struct {
-	t     *testing.T
+	t     testing.TB
 	base  string
 	token string
 	http  *http.Client
@@ -28,7 +28,7 @@ type reply struct {
 }
 
 // JSON decodes the reply body.
-func (r reply) JSON(t *testing.T) map[string]any {
+func (r reply) JSON(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil {
@@ -38,7 +38,7 @@ func (r reply) JSON(t *testing.T) map[string]any {
 }
 
 // Array decodes a JSON array reply.
-func (r reply) Array(t *testing.T) []any {
+func (r reply) Array(t testing.TB) []any {
 	t.Helper()
 	var a []any
 	if err := json.Unmarshal(r.Body, &a); err != nil {
@@ -47,7 +47,7 @@ func (r reply) Array(t *testing.T) []any {
 	return a
 }
 
-func newKosli(t *testing.T, base, token string) *kosli {
+func newKosli(t testing.TB, base, token string) *kosli {
 	return &kosli{t: t, base: base, token: token, http: &http.Client{Timeout: 30 * time.Second}}
 }
 
@@ -131,7 +131,7 @@ func (k *kosli) multipart(method, path, jsonField string, payload any, files ...
 }
 
 // want fails unless the reply has the status.
-func (r reply) want(t *testing.T, status int) reply {
+func (r reply) want(t testing.TB, status int) reply {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)

@@ -35,7 +35,7 @@ type mode struct {
 }
 
 func modes() []mode {
-	return []mode{{"embedded", startEmbeddedWith}, {"distributed", startDistributedWith}}
+	return []mode{{"embedded", func(t *testing.T, cfg Config) env { return startEmbeddedWith(t, cfg) }}, {"distributed", startDistributedWith}}
 }
 
 func quietLog() *slog.Logger {
@@ -69,7 +69,7 @@ func startEmbedded(t *testing.T, tune ...func(*Config)) (string, store.Store) {
 	return e.base, e.store
 }
 
-func startEmbeddedWith(t *testing.T, cfg Config) env {
+func startEmbeddedWith(t testing.TB, cfg Config) env {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
 	r, err := StartEmbedded(context.Background(), cfg)

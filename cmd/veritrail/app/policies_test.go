@@ -17,7 +17,7 @@ const policySchema = "_schema: https://kosli.com/schemas/policy/environment/v1\n
 
 // policyKit drives the policy endpoints the way the Kosli CLI does.
 type policyKit struct {
-	t *testing.T
+	t testing.TB
 	k *kosli
 }
 
