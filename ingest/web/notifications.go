@@ -40,6 +40,17 @@ type deliveryView struct {
 	Outcome state
 }
 
+// targetState is a target's latest outcome: failing, delivering, or nothing sent yet.
+func targetState(o *deliverylog.TargetOutcome) state {
+	switch {
+	case o == nil:
+		return state{"No delivery yet", "–", "pending"}
+	case o.IsFailing():
+		return state{"Failing", "✘", "bad"}
+	}
+	return state{"Delivering", "✔", "ok"}
+}
+
 func deliveryOutcome(s deliverylog.DeliveryState) state {
 	switch s {
 	case deliverylog.Delivered:
@@ -54,7 +65,8 @@ type targetView struct {
 	Type, URL, Plugin string
 	Emails            []string
 	Outcome           *deliverylog.TargetOutcome
-	Failing           bool
+	// State is the target's latest outcome as a word and an icon.
+	State state
 }
 
 type notificationsData struct {
@@ -102,9 +114,9 @@ func (s *Site) notificationsPage(c *call) (string, string, any, error) {
 			for i := range outcomes {
 				if outcomes[i].Target == t.ID {
 					tv.Outcome = &outcomes[i]
-					tv.Failing = outcomes[i].IsFailing()
 				}
 			}
+			tv.State = targetState(tv.Outcome)
 			v.Targets = append(v.Targets, tv)
 		}
 		d.Rules = append(d.Rules, v)
