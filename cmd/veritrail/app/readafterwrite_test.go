@@ -63,10 +63,10 @@ func TestReadAfterWriteForEveryClient(t *testing.T) {
 	})
 }
 
-// TestReadAfterWriteAcrossIngestProcesses: in the distributed mode with two ingest processes, a
-// read at one sees what the other answered 201 for, right after the 201: a flow, a trail begun
-// there, the attestations and the assert of an artifact whose compliance each one flips.
-func TestReadAfterWriteAcrossIngestProcesses(t *testing.T) {
+// startTwoIngests starts the distributed mode with one evaluate tier and two ingest tiers on
+// one PostgreSQL schema and Kafka cluster, as behind a load balancer, and returns their config.
+func startTwoIngests(t *testing.T) (Config, *Running, *Running) {
+	t.Helper()
 	cfg := baseConfig()
 	cfg.Postgres = postgresSchema(t)
 	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
@@ -82,6 +82,14 @@ func TestReadAfterWriteAcrossIngestProcesses(t *testing.T) {
 	start(StartEvaluate)
 	a, b := start(StartIngest), start(StartIngest)
 	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	return cfg, a, b
+}
+
+// TestReadAfterWriteAcrossIngestProcesses: in the distributed mode with two ingest processes, a
+// read at one sees what the other answered 201 for, right after the 201: a flow, a trail begun
+// there, the attestations and the assert of an artifact whose compliance each one flips.
+func TestReadAfterWriteAcrossIngestProcesses(t *testing.T) {
+	cfg, a, b := startTwoIngests(t)
 	writer := newKosli(t, "http://"+a.Addr+"/api/v2", testToken)
 	reader := keyFor(t, env{base: "http://" + b.Addr, store: b.Store}, testOrg, "deploy", store.RoleMember)
 

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veritrail/veritrail/internal/bus/kafkabus"
-	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -377,21 +375,7 @@ func TestWebUITrailPaging(t *testing.T) {
 // PostgreSQL, a browser signed in through one is signed in through the other (behind a load
 // balancer it reaches either), and signing out through the other ends it on both.
 func TestWebSessionAcrossIngestProcesses(t *testing.T) {
-	cfg := baseConfig()
-	cfg.Postgres = postgresSchema(t)
-	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
-	start := func(f func(context.Context, Config) (*Running, error)) *Running {
-		t.Helper()
-		r, err := f(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		return r
-	}
-	start(StartEvaluate)
-	a, b := start(StartIngest), start(StartIngest)
-	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	_, a, b := startTwoIngests(t)
 
 	first := newBrowser(t, "http://"+a.Addr)
 	first.signIn(testToken)
