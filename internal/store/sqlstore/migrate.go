@@ -35,6 +35,9 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 5, Name: "control links", Up: migrate.Statements(`ALTER TABLE control_versions ADD COLUMN links TEXT`)},
 			// Repositories, from the repo_info of trails, attestations and artifacts.
 			{Version: 6, Name: "repos", Up: migrate.Statements(reposTable, `CREATE INDEX IF NOT EXISTS repos_name ON repos (org_id, name)`)},
+			// A trigger's bus message metadata (the trace context of the change it derives from)
+			// as JSON; NULL for none.
+			{Version: 7, Name: "trigger metadata", Up: migrate.Statements(`ALTER TABLE trigger_outbox ADD COLUMN metadata TEXT`)},
 		},
 	}
 }
