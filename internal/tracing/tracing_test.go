@@ -1,7 +1,10 @@
 package tracing
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -61,5 +64,37 @@ func BenchmarkTracedRequest(b *testing.B) {
 		md := message.Metadata{}
 		Inject(ctx, md)
 		span.End()
+	}
+}
+
+// TestLogLinesCarryTheSpan: a line logged with a traced context names its trace and span; one
+// logged without, neither; and attributes and groups added to the logger keep the behaviour.
+func TestLogLinesCarryTheSpan(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(LogHandler(slog.NewJSONHandler(&buf, nil))).With("tier", "ingest")
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	defer span.End()
+	log.InfoContext(ctx, "traced")
+	log.WithGroup("g").InfoContext(ctx, "grouped", "k", "v")
+	log.Info("untraced")
+	var lines []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("line %s: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	want := span.SpanContext()
+	if len(lines) != 3 || lines[0]["trace_id"] != want.TraceID().String() || lines[0]["span_id"] != want.SpanID().String() ||
+		lines[0]["tier"] != "ingest" {
+		t.Fatalf("traced line: %v", lines)
+	}
+	if g, _ := lines[1]["g"].(map[string]any); g["trace_id"] != want.TraceID().String() || g["k"] != "v" {
+		t.Errorf("grouped line: %v", lines[1])
+	}
+	if _, ok := lines[2]["trace_id"]; ok {
+		t.Errorf("untraced line has a trace: %v", lines[2])
 	}
 }

@@ -469,11 +469,17 @@ func serveHTTP(ctx context.Context, r *Running, cfg Config, op operator, h http.
 	return nil
 }
 
+// logger is the process's logger; with tracing on, a line logged with a traced context names
+// its trace and span.
 func logger(cfg Config) *slog.Logger {
-	if cfg.Log != nil {
-		return cfg.Log
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
 	}
-	return slog.Default()
+	if cfg.Tracing != nil {
+		log = slog.New(tracing.LogHandler(log.Handler()))
+	}
+	return log
 }
 
 // EmbeddedBusConfig is the embedded bus of `veritrail serve`. One process owns it: a short

@@ -1,7 +1,10 @@
 package app
 
 import (
+	"encoding/json"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -38,7 +41,10 @@ func TestTraceContinuesIntoTheEvaluator(t *testing.T) {
 		var tr traced
 		eventually(t, "the spans of the report's trace and of the trail's evaluation", func() bool {
 			tr = traceOf(spans.GetSpans())
-			return len(tr.named("evaluate.apply")) >= 2 && len(tr.named("evaluate.trail")) > 0 && len(tr.named("notify.deliver")) > 0
+			// A parent ends after its children: wait for the delivery's ancestors too.
+			delivered, evaluated := tr.named("notify.deliver"), tr.named("evaluate.trail")
+			return len(tr.named("evaluate.apply")) >= 3 && len(evaluated) > 0 && len(tr.path(evaluated[0])) >= 3 &&
+				len(delivered) > 0 && len(tr.path(delivered[0])) >= 4
 		})
 		continued := map[string]bool{}
 		for _, a := range tr.named("evaluate.apply") {
@@ -77,6 +83,48 @@ func TestTraceContinuesIntoTheEvaluator(t *testing.T) {
 		apply := tr.byID[tr.byID[delivered.Parent.SpanID()].Parent.SpanID()]
 		if !tr.hasChild(apply, "policy.evaluate", "environment") {
 			t.Errorf("the snapshot's apply has no OPA query of the environment's policy")
+		}
+	})
+}
+
+// TestRequestLogLinesNameTheTrace: with tracing on, each request's log line (at debug level,
+// JSON) carries the trace and span IDs of the request's server span.
+func TestRequestLogLinesNameTheTrace(t *testing.T) {
+	var spans *tracetest.InMemoryExporter
+	var logs *syncBuffer
+	forEachModeWith(t, func(c *Config) {
+		spans, logs = tracetest.NewInMemoryExporter(), &syncBuffer{}
+		c.Tracing = sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+		c.Log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}, func(t *testing.T, e env) {
+		setupFlow(t, e.k)
+		e.k.get("/trails/"+testOrg+"/app/t1").want(t, http.StatusOK)
+		server := map[trace.SpanID]tracetest.SpanStub{}
+		for _, s := range spans.GetSpans() {
+			if s.SpanKind == trace.SpanKindServer {
+				server[s.SpanContext.SpanID()] = s
+			}
+		}
+		ops := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var l struct{ Msg, Operation, Trace_ID, Span_ID string }
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if l.Msg != "ingest: request" {
+				continue
+			}
+			id, err := trace.SpanIDFromHex(l.Span_ID)
+			s, ok := server[id]
+			if err != nil || !ok || s.Name != l.Operation || s.SpanContext.TraceID().String() != l.Trace_ID {
+				t.Errorf("request log line %s names no server span of its operation", line)
+			}
+			ops[l.Operation] = true
+		}
+		for _, op := range []string{"createFlowWithTemplate", "beginTrail", "getTrail"} {
+			if !ops[op] {
+				t.Errorf("no request log line of %s; lines of %v", op, ops)
+			}
 		}
 	})
 }
