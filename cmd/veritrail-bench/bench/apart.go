@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
@@ -67,7 +69,7 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 		return nil, err
 	}
 
-	addr, stats, stop, err := startIngestAlone(ctx, dir)
+	addr, stats, stop, err := startIngestAlone(ctx, dir, observability{metrics: true})
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +140,9 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 }
 
 // startIngestAlone serves the ingest tier on the embedded bus and store of dir, with no
-// evaluator: the same composition as the embedded mode minus the evaluate tier.
-func startIngestAlone(ctx context.Context, dir string) (addr string, stats func() sqlitebus.PublishStats, stop func() error, err error) {
+// evaluator: the same composition as the embedded mode minus the evaluate tier, observed as o
+// says (the product runs with metrics on and tracing off unless the OTEL_* variables ask).
+func startIngestAlone(ctx context.Context, dir string, o observability) (addr string, stats func() sqlitebus.PublishStats, stop func() error, err error) {
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state.db"))
 	if err != nil {
 		return "", nil, nil, err
@@ -162,15 +165,20 @@ func startIngestAlone(ctx context.Context, dir string) (addr string, stats func(
 		closeAll()
 		return "", nil, nil, err
 	}
-	// Metrics on, as the product runs: the publish counted and timed, every request observed.
-	reg := metrics.NewRegistry()
-	pub := metrics.NewPublishing(reg).Publisher(busPub, contract.TopicEvidence)
+	// With metrics, as the product runs: the publish counted and timed, every request observed.
+	var reg prometheus.Registerer // a nil interface, not a nil registry: ingest then registers nothing
+	var pub message.Publisher = busPub
+	if o.metrics {
+		r := metrics.NewRegistry()
+		reg, pub = r, metrics.NewPublishing(r).Publisher(busPub, contract.TopicEvidence)
+	}
 	bl, err := blobs.NewDir(filepath.Join(dir, "blobs"))
 	if err != nil {
 		closeAll()
 		return "", nil, nil, err
 	}
-	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler), Metrics: reg})
+	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler), Metrics: reg,
+		Tracing: o.tracing})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		closeAll()
