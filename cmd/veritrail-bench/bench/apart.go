@@ -51,23 +51,13 @@ type Apart struct {
 // tier alone on that data directory under the load, then starts the whole product again and
 // times its evaluator through the backlog.
 func runApart(ctx context.Context, cfg Config, body []byte, contentType string) (*Apart, error) {
-	dir, err := os.MkdirTemp("", "veritrail-bench-apart-")
+	secret := "apart-" + benchOrg
+	dir, err := preparedDir(ctx, cfg, "apart", secret)
 	if err != nil {
-		return nil, fmt.Errorf("bench: data dir: %w", err)
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	secret := "apart-" + benchOrg
-	pr, err := startProductIn(ctx, cfg, dir, secret)
-	if err != nil {
-		return nil, err
-	}
 	fmt.Fprintf(cfg.Progress, "bench: phase 4: tiers apart (data in %s): ingest alone, then the evaluator alone\n", dir)
-	err = prepare(ctx, pr.client, pr.base, secret, cfg.Trails)
-	pr.client.CloseIdleConnections()
-	pr.r.Close()
-	if err != nil {
-		return nil, err
-	}
 
 	addr, stats, stop, err := startIngestAlone(ctx, dir, observability{metrics: true})
 	if err != nil {
@@ -97,7 +87,7 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 	}
 	fmt.Fprintf(cfg.Progress, "bench: phase 4: ingest alone %.0f/s; starting the evaluator on the backlog\n", a.Ingest.PerSecond)
 
-	pr, err = startProductIn(ctx, cfg, dir, secret)
+	pr, err := startProductIn(ctx, cfg, dir, secret)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +127,29 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 	fmt.Fprintf(cfg.Progress, "bench: phase 4: evaluator alone applied %d while starting, then %d in %.1f s (%.0f/s)\n",
 		early, a.Backlog-early, a.EvaluatorSeconds, a.EvaluatorPerSecond)
 	return a, nil
+}
+
+// preparedDir is a new data directory in which the whole product, started and stopped again,
+// created the bench's organization (its admin key's secret is secret), flow and cfg.Trails
+// trails. The caller removes it.
+func preparedDir(ctx context.Context, cfg Config, name, secret string) (string, error) {
+	dir, err := os.MkdirTemp("", "veritrail-bench-"+name+"-")
+	if err != nil {
+		return "", fmt.Errorf("bench: data dir: %w", err)
+	}
+	pr, err := startProductIn(ctx, cfg, dir, secret)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	err = prepare(ctx, pr.client, pr.base, secret, cfg.Trails)
+	pr.client.CloseIdleConnections()
+	pr.r.Close()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
 }
 
 // startIngestAlone serves the ingest tier on the embedded bus and store of dir, with no

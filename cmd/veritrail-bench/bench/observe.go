@@ -62,22 +62,12 @@ func RunObserve(ctx context.Context, cfg Config) (*Observe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: build body: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "veritrail-bench-observe-")
+	secret := "observe-" + benchOrg
+	dir, err := preparedDir(ctx, cfg, "observe", secret)
 	if err != nil {
-		return nil, fmt.Errorf("bench: data dir: %w", err)
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	secret := "observe-" + benchOrg
-	pr, err := startProductIn(ctx, cfg, dir, secret)
-	if err != nil {
-		return nil, err
-	}
-	err = prepare(ctx, pr.client, pr.base, secret, cfg.Trails)
-	pr.client.CloseIdleConnections()
-	pr.r.Close()
-	if err != nil {
-		return nil, err
-	}
 	res := &Observe{Rounds: rounds, Settings: Settings{Duration: cfg.Duration.String(), Warmup: cfg.Warmup.String(),
 		Concurrency: cfg.Concurrency, Trails: cfg.Trails, BodyBytes: len(body)},
 		Variants: []ObserveVariant{{Name: "off"}, {Name: "metrics", Metrics: true}, {Name: "metrics+tracing", Metrics: true, Tracing: true}}}
