@@ -15,6 +15,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
@@ -65,6 +68,11 @@ type Deps struct {
 	Now func() time.Time
 	// Metrics counts policy evaluations; nil counts nothing.
 	Metrics *metrics.Evaluator
+	// Tracer records the evaluations of traced messages' trails and the OPA evaluations of their
+	// applies as spans in the messages' traces; nil records none. A message is traced when its
+	// context (message.Message.Context) holds a span: the composition root puts there the span
+	// of its apply, which this evaluator's spans and the triggers it enqueues continue.
+	Tracer trace.Tracer
 }
 
 // Evaluator applies messages and evaluates dirty trails. Apply and evaluation are separate
@@ -79,8 +87,10 @@ type Evaluator struct {
 	evaluations atomic.Int64 // trail evaluations committed, for tests and metrics
 	inputs      sync.Pool    // *[]template.Attestation arrays that trailInput reuses
 
-	mu    sync.Mutex
-	dirty map[string]struct{}
+	mu sync.Mutex
+	// dirty holds the trails to evaluate, each with the span of the last traced message that
+	// dirtied it (its evaluation's parent), or an invalid one.
+	dirty map[string]trace.SpanContext
 	wake  chan struct{}
 }
 
@@ -116,8 +126,8 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 		d:         d,
 		templates: templates,
 		facts:     newFactCache(cfg.FactCacheSize),
-		policies:  newPolicyJudge(d.Policies, d.Metrics),
-		dirty:     map[string]struct{}{},
+		policies:  newPolicyJudge(d.Policies, d.Metrics, d.Tracer),
+		dirty:     map[string]trace.SpanContext{},
 		wake:      make(chan struct{}, 1),
 	}, nil
 }
@@ -129,6 +139,8 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 func (e *Evaluator) Handle(msg *message.Message) error { return e.handle(msg.Context(), msg) }
 
 func (e *Evaluator) handle(ctx context.Context, msg *message.Message) error {
+	sc := spanOf(msg)
+	ctx = under(ctx, sc)
 	env, err := contract.Unmarshal(msg.Payload)
 	if err != nil {
 		return e.reject(ctx, msg, nil, fmt.Errorf("%w: %w", ErrPermanent, err), store.ClassPermanent)
@@ -153,7 +165,7 @@ func (e *Evaluator) handle(ctx context.Context, msg *message.Message) error {
 	switch {
 	case err == nil:
 		if !done {
-			e.afterApply(env, trailID)
+			e.afterApply(env, trailID, sc)
 		}
 		return nil
 	case class == store.ClassTransient:
@@ -177,13 +189,13 @@ func (e *Evaluator) applyEffects(ctx context.Context, tx store.Tx, env *contract
 }
 
 // afterApply tells this process what a committed applyEffects changed.
-func (e *Evaluator) afterApply(env *contract.Envelope, trailID string) {
+func (e *Evaluator) afterApply(env *contract.Envelope, trailID string, sc trace.SpanContext) {
 	if trailID == "" {
 		e.triggered()
 		e.notify([]string{env.OrgID}, nil)
 		return
 	}
-	e.markDirty(trailID)
+	e.markDirty(trailID, sc)
 }
 
 // HandleBatch applies msgs in order and returns how many are done (see batch.Handler). It applies
@@ -203,15 +215,24 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		envs[i] = env
 	}
 	ids := make([]string, len(envs))
+	var spans map[string]trace.SpanContext // by message ID, of the traced messages
 	for i, env := range envs {
 		ids[i] = env.ID
+		if sc := spanOf(msgs[i]); sc.IsValid() {
+			if spans == nil {
+				spans = make(map[string]trace.SpanContext, len(envs))
+			}
+			spans[env.ID] = sc
+		}
 	}
+	var traced map[string]trace.SpanContext // by trail, the span of the last traced message that dirtied it
 	trails := make([]string, 0, len(msgs))
 	var marks []store.AppliedMark
 	var audits []store.AuditRecord
 	var orgs []string // of the messages that touch no trail: their waiters can look at once
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
 		trails, marks, audits, orgs = trails[:0], marks[:0], audits[:0], orgs[:0]
+		clear(traced)
 		done, err := tx.AppliedAmong(ctx, ids)
 		if err != nil {
 			return err
@@ -224,6 +245,12 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 				}
 			case !slices.Contains(trails, trailID):
 				trails = append(trails, trailID)
+			}
+			if sc, ok := spans[env.ID]; ok && trailID != "" {
+				if traced == nil {
+					traced = map[string]trace.SpanContext{}
+				}
+				traced[trailID] = sc
 			}
 			if r, ok := auditRecord(env, store.AuditApplied); ok {
 				audits = append(audits, r)
@@ -258,7 +285,7 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 				continue
 			}
 			done[env.ID] = true
-			trailID, err := apply(ctx, tx, e.policies, env)
+			trailID, err := apply(under(ctx, spans[env.ID]), tx, e.policies, env)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", env.Kind, env.ID, err)
 			}
@@ -282,7 +309,7 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		return e.handleEach(ctx, msgs)
 	}
 	for _, id := range trails {
-		e.markDirty(id)
+		e.markDirty(id, traced[id])
 	}
 	if len(orgs) > 0 {
 		e.triggered()
@@ -317,9 +344,12 @@ func (e *Evaluator) triggered() {
 	}
 }
 
-func (e *Evaluator) markDirty(trailID string) {
+// markDirty has trailID evaluated; sc, when valid, is the span its evaluation continues.
+func (e *Evaluator) markDirty(trailID string, sc trace.SpanContext) {
 	e.mu.Lock()
-	e.dirty[trailID] = struct{}{}
+	if prev, ok := e.dirty[trailID]; !ok || sc.IsValid() || !prev.IsValid() {
+		e.dirty[trailID] = sc
+	}
 	e.mu.Unlock()
 	select {
 	case e.wake <- struct{}{}:
@@ -339,7 +369,7 @@ func (e *Evaluator) Run(ctx context.Context) error {
 		return fmt.Errorf("evaluate: load dirty trails: %w", err)
 	}
 	for _, id := range left {
-		e.markDirty(id)
+		e.markDirty(id, trace.SpanContext{})
 	}
 	go e.sweepStaleDirt(ctx)
 	for {
@@ -350,17 +380,17 @@ func (e *Evaluator) Run(ctx context.Context) error {
 		}
 		e.mu.Lock()
 		dirty := e.dirty
-		e.dirty = make(map[string]struct{}, len(dirty))
+		e.dirty = make(map[string]trace.SpanContext, len(dirty))
 		e.mu.Unlock()
 		ids := make([]string, 0, min(len(dirty), saveBatch))
 		for id := range dirty {
 			ids = append(ids, id)
 			if len(ids) == saveBatch {
-				e.evaluateAll(ctx, ids)
+				e.evaluateAll(ctx, ids, dirty)
 				ids = ids[:0]
 			}
 		}
-		e.evaluateAll(ctx, ids)
+		e.evaluateAll(ctx, ids, dirty)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -392,7 +422,7 @@ func (e *Evaluator) sweepStaleDirt(ctx context.Context) {
 			continue
 		}
 		for _, id := range ids {
-			e.markDirty(id)
+			e.markDirty(id, trace.SpanContext{})
 		}
 	}
 }
@@ -401,12 +431,13 @@ func (e *Evaluator) sweepStaleDirt(ctx context.Context) {
 const saveBatch = 64
 
 // evaluateAll evaluates the trails ids and saves the results in one transaction. A trail whose
-// evaluation or save fails is evaluated again a second later.
-func (e *Evaluator) evaluateAll(ctx context.Context, ids []string) {
+// evaluation or save fails is evaluated again a second later. traces holds, by trail, the span
+// its evaluation continues.
+func (e *Evaluator) evaluateAll(ctx context.Context, ids []string, traces map[string]trace.SpanContext) {
 	if len(ids) == 0 {
 		return
 	}
-	results, errs := e.evaluateMany(ctx, ids)
+	results, errs := e.evaluateMany(ctx, ids, traces)
 	for _, id := range ids {
 		if err, ok := errs[id]; ok {
 			if ctx.Err() != nil {
@@ -458,7 +489,7 @@ func (e *Evaluator) retryAfter(ctx context.Context, id string, d time.Duration) 
 		select {
 		case <-ctx.Done():
 		case <-t.C:
-			e.markDirty(id)
+			e.markDirty(id, trace.SpanContext{})
 		}
 	}()
 }
@@ -479,7 +510,7 @@ type trailResult struct {
 
 // EvaluateTrail recomputes one trail's compliance and saves it.
 func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
-	results, errs := e.evaluateMany(ctx, []string{trailID})
+	results, errs := e.evaluateMany(ctx, []string{trailID}, nil)
 	if err := errs[trailID]; err != nil {
 		return err
 	}
@@ -501,7 +532,7 @@ func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
 // the results are written, by save. Reading the generations first makes this safe: a message
 // applied meanwhile raises a trail's generation, so it stays dirty and is evaluated again. It
 // answers the results and, by trail, the errors of those it could not evaluate.
-func (e *Evaluator) evaluateMany(ctx context.Context, ids []string) ([]trailResult, map[string]error) {
+func (e *Evaluator) evaluateMany(ctx context.Context, ids []string, traces map[string]trace.SpanContext) ([]trailResult, map[string]error) {
 	r := e.d.Store
 	errs := map[string]error{}
 	failAll := func(ids []string, err error) {
@@ -543,7 +574,7 @@ func (e *Evaluator) evaluateMany(ctx context.Context, ids []string) ([]trailResu
 		return results, errs
 	}
 	for _, id := range present {
-		res, err := e.evaluate(ctx, id, starts[id], facts[id], arts[id])
+		res, err := e.evaluateTraced(ctx, traces[id], id, starts[id], facts[id], arts[id])
 		if err != nil {
 			errs[id] = err
 			continue
@@ -557,6 +588,21 @@ func (e *Evaluator) evaluateMany(ctx context.Context, ids []string) ([]trailResu
 // than most would otherwise pin its array in the pool.
 const maxPooledInput = 4096
 
+// evaluateTraced is evaluate in a span under sc, when there is a tracer and sc is valid.
+func (e *Evaluator) evaluateTraced(ctx context.Context, sc trace.SpanContext, trailID string, start store.EvaluationStart,
+	atts []store.AttestationFact, arts []store.Artifact) (trailResult, error) {
+	if e.d.Tracer == nil || !sc.IsValid() {
+		return e.evaluate(ctx, trailID, start, atts, arts)
+	}
+	ctx, span := startSpan(under(ctx, sc), e.d.Tracer, "evaluate.trail", attribute.String("veritrail.trail.id", trailID))
+	res, err := e.evaluate(ctx, trailID, start, atts, arts)
+	if err == nil {
+		span.SetAttributes(attribute.String("veritrail.compliance", res.state))
+	}
+	endSpan(span, err)
+	return res, err
+}
+
 // evaluate computes one trail's compliance from what evaluateMany read of it.
 func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.EvaluationStart, atts []store.AttestationFact,
 	arts []store.Artifact) (trailResult, error) {
@@ -569,9 +615,9 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.Ev
 		buf = new([]template.Attestation)
 	}
 	in := trailInput(*buf, atts, arts)
-	evalStart := time.Now()
-	res, err := e.d.Engine.Evaluate(ctx, tmpl, in) // the result keeps none of in
-	e.d.Metrics.PolicyEvaluated(metrics.PolicyTemplate, time.Since(evalStart))
+	octx, done := policyRun(ctx, e.d.Tracer, e.d.Metrics, metrics.PolicyTemplate)
+	res, err := e.d.Engine.Evaluate(octx, tmpl, in) // the result keeps none of in
+	done(err)
 	if cap(in.Attestations) <= maxPooledInput {
 		clear(in.Attestations) // the pool should not keep the trail's strings alive
 		*buf = in.Attestations[:0]

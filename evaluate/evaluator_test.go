@@ -324,7 +324,7 @@ func TestStaleEvaluationDoesNotOverwrite(t *testing.T) {
 	ctx := context.Background()
 	st := openSQLite(t)
 	slow := newFixtureOn(t, st, Config{}, nil)
-	stale, errs := slow.ev.evaluateMany(ctx, []string{"trail-1"})
+	stale, errs := slow.ev.evaluateMany(ctx, []string{"trail-1"}, nil)
 	if len(errs) > 0 || len(stale) != 1 {
 		t.Fatalf("evaluate: %v %v", stale, errs)
 	}

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/veritrail/veritrail/internal/contract"
@@ -33,13 +33,14 @@ type policyJudge struct {
 	engine  *envpolicy.Engine
 	cache   *policyeval.Cache
 	metrics *metrics.Evaluator
+	tracer  trace.Tracer
 }
 
-func newPolicyJudge(engine *envpolicy.Engine, m *metrics.Evaluator) *policyJudge {
+func newPolicyJudge(engine *envpolicy.Engine, m *metrics.Evaluator, tracer trace.Tracer) *policyJudge {
 	if engine == nil {
 		engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
-	return &policyJudge{engine: engine, cache: policyeval.NewCache(0), metrics: m}
+	return &policyJudge{engine: engine, cache: policyeval.NewCache(0), metrics: m, tracer: tracer}
 }
 
 // judgedPolicy is an attached policy ready to judge, or the reason it cannot (a stored version that no longer
@@ -138,9 +139,9 @@ func (pj *policyJudge) decide(ctx context.Context, r store.Reader, env store.Env
 			keep[in.Artifacts[i].Hash] = true
 		}
 		sub := in.Select(func(a envpolicy.ArtifactInput) bool { return keep[a.Hash] })
-		start := time.Now()
-		j.out, j.err = pj.engine.Evaluate(ctx, policies[j.policy].policy, sub)
-		pj.metrics.PolicyEvaluated(metrics.PolicyEnvironment, time.Since(start))
+		octx, done := policyRun(ctx, pj.tracer, pj.metrics, metrics.PolicyEnvironment)
+		j.out, j.err = pj.engine.Evaluate(octx, policies[j.policy].policy, sub)
+		done(j.err)
 		if j.err != nil && ctx.Err() != nil {
 			return j.err
 		}

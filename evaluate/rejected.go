@@ -13,6 +13,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/cenkalti/backoff/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
@@ -271,7 +272,7 @@ func (e *Evaluator) replay(ctx context.Context, r store.RejectedMessage) (bool, 
 	switch {
 	case err == nil && claimed:
 		e.d.Log.Info("evaluate: rejected message replayed", "org", r.OrgID, "id", r.ID, "kind", r.Kind)
-		e.afterApply(env, trailID)
+		e.afterApply(env, trailID, trace.SpanContext{}) // a replay continues no report's trace
 		return true, nil
 	case err == nil:
 		return false, nil // replayed by another evaluator meanwhile

@@ -116,6 +116,9 @@ func (r *Relay) publish(_ context.Context, triggers []store.Trigger) error {
 	msgs := make([]*message.Message, len(triggers))
 	for i, t := range triggers {
 		m := message.NewMessage(t.ID, message.Payload(t.Payload))
+		for k, v := range t.Metadata { // the trace context of the change the trigger derives from
+			m.Metadata.Set(k, v)
+		}
 		m.Metadata.Set(contract.MetaPartitionKey, contract.EnvironmentKey(t.OrgID, t.EnvID))
 		m.Metadata.Set(contract.MetaOrg, t.OrgID)
 		m.Metadata.Set(contract.MetaSchema, fmt.Sprint(contract.TriggerSchemaVersion))

@@ -122,7 +122,7 @@ func benchmarkEvaluatorThroughput(b *testing.B, st store.Store, newID func() str
 		}
 		clear(ev.dirty)
 		ev.mu.Unlock()
-		ev.evaluateAll(ctx, ids)
+		ev.evaluateAll(ctx, ids, nil)
 	}
 	setup := []*message.Message{msg(&contract.Envelope{ID: "flow", Kind: contract.KindFlowUpserted,
 		Flow: &contract.FlowUpsert{ID: "flow-1", Name: "app", Visibility: "private", Template: tmpl.Content, TemplateID: tmpl.ID}})}

@@ -7,9 +7,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/snapshot"
 	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/tracing"
 	"github.com/veritrail/veritrail/policies/policyeval"
 )
 
@@ -53,13 +56,18 @@ func enqueue(ctx context.Context, tx store.Tx, triggers []*contract.Trigger) err
 	if len(triggers) == 0 {
 		return nil
 	}
+	var md map[string]string // the change's trace, which the notify tier's deliveries continue
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		md = map[string]string{}
+		tracing.Inject(ctx, md)
+	}
 	rows := make([]store.Trigger, len(triggers))
 	for i, t := range triggers {
 		payload, err := contract.MarshalTrigger(t)
 		if err != nil {
 			return err
 		}
-		rows[i] = store.Trigger{ID: t.ID, OrgID: t.OrgID, EnvID: t.EnvID, At: t.At, Payload: payload}
+		rows[i] = store.Trigger{ID: t.ID, OrgID: t.OrgID, EnvID: t.EnvID, At: t.At, Payload: payload, Metadata: md}
 	}
 	return tx.EnqueueTriggers(ctx, rows)
 }

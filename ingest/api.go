@@ -217,6 +217,10 @@ func New(cfg Config, d Deps) *API {
 	a.query = policyquery.New(d.Store, d.Policies, d.Log)
 
 	a.mux.Use(func(next http.Handler) http.Handler { return limits.BoundTransfers(cfg.Limits, next) })
+	if d.Tracing != nil {
+		a.tracer = d.Tracing.Tracer("github.com/veritrail/veritrail/ingest")
+	}
+	a.mux.Use(a.traceRequests) // outside recoverPanics, so that a panic's log line names the trace
 	a.mux.Use(a.recoverPanics)
 
 	hc := huma.DefaultConfig("Veritrail API", "2.0")
@@ -259,9 +263,6 @@ func New(cfg Config, d Deps) *API {
 	a.registerRepos()
 	declareUpdates(a.huma)
 
-	if d.Tracing != nil {
-		a.tracer = d.Tracing.Tracer("github.com/veritrail/veritrail/ingest")
-	}
 	if d.Metrics != nil {
 		a.httpMetrics = metrics.NewHTTP(d.Metrics, a.operationIDs())
 		a.metrics = metrics.NewIngest(d.Metrics)
@@ -314,7 +315,7 @@ func (a *API) recoverPanics(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				a.log.Error("ingest: panic while handling a request", "method", r.Method, "path", r.URL.Path, "panic", v,
+				a.log.ErrorContext(r.Context(), "ingest: panic while handling a request", "method", r.Method, "path", r.URL.Path, "panic", v,
 					"stack", string(debug.Stack()))
 				writeJSON(w, http.StatusInternalServerError, apiError(http.StatusInternalServerError, "Internal error"))
 			}
@@ -345,14 +346,14 @@ func (a *API) writeErr(ctx huma.Context, err error) {
 // internal logs err and returns a 500 that does not leak it, or a 503 with Retry-After when the
 // store says the error can go away on its own (its connection was cut, it is restarting): the
 // client's retry will likely succeed, and a 500 would tell it not to bother.
-func (a *API) internal(_ context.Context, what string, err error) *Error {
+func (a *API) internal(ctx context.Context, what string, err error) *Error {
 	if a.classify != nil && a.classify(err) == store.ClassTransient {
-		a.log.Warn("ingest: store unavailable", "what", what, "err", err)
+		a.log.WarnContext(ctx, "ingest: store unavailable", "what", what, "err", err)
 		e := apiError(http.StatusServiceUnavailable, "Service unavailable while trying to %s; please retry", what)
 		e.RetryAfter = 1
 		return e
 	}
-	a.log.Error("ingest: internal error", "what", what, "err", err)
+	a.log.ErrorContext(ctx, "ingest: internal error", "what", what, "err", err)
 	return apiError(http.StatusInternalServerError, "Internal error while trying to %s", what)
 }
 
@@ -405,13 +406,13 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 		// before the 201.
 		done, err := a.peers.Publishing(ctx, p.Org.ID)
 		if err != nil {
-			a.log.Error("ingest: marking writes in flight failed", "org", p.Org.ID, "err", err)
+			a.log.ErrorContext(ctx, "ingest: marking writes in flight failed", "org", p.Org.ID, "err", err)
 			return apiError(http.StatusServiceUnavailable, "Could not record the request durably; please retry")
 		}
 		defer done() // after Published below
 	}
 	if err := a.pub.Publish(contract.TopicEvidence, msg); err != nil {
-		a.log.Error("ingest: publish failed", "kind", env.Kind, "err", err)
+		a.log.ErrorContext(ctx, "ingest: publish failed", "kind", env.Kind, "err", err)
 		return unavailable("Could not record the request durably; please retry")
 	}
 	a.tracker.Published(p.Org.ID, env.ID)

@@ -386,7 +386,7 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	if file != nil {
 		sha, err := a.blobs.Put(ctx, file.data)
 		if err != nil {
-			a.log.Error("ingest: store attachment", "err", err)
+			a.log.ErrorContext(ctx, "ingest: store attachment", "err", err)
 			return nil, unavailable("Could not store the attachment; please retry")
 		}
 		in.Evidence = &contract.BlobRef{SHA256: sha, Size: int64(len(file.data)), Filename: file.name}

@@ -344,7 +344,7 @@ func (a *API) appliedRule(ctx context.Context, p *Principal, rule *contract.Noti
 	a.awaitWrites(ctx, p)
 	stored, err := a.store.NotificationRuleByID(ctx, p.Org.ID, rule.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		a.log.Warn("ingest: notification rule not applied within the consistency wait; answering without its number", "rule", rule.ID)
+		a.log.WarnContext(ctx, "ingest: notification rule not applied within the consistency wait; answering without its number", "rule", rule.ID)
 		stored = store.NotificationRule{ID: rule.ID, OrgID: p.Org.ID, Number: rule.Number, Name: rule.Name, Environments: rule.Environments,
 			Triggers: rule.Triggers, CreatedBy: p.Name, CreatedAt: now(), LastModifiedAt: now()}
 		for _, t := range rule.Targets {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/veritrail/veritrail/plugins/sdk"
@@ -95,6 +96,8 @@ type Deps struct {
 	Now func() time.Time
 	// Metrics counts attempts' outcomes and dead letters; nil counts nothing.
 	Metrics *metrics.Notify
+	// Tracer records each attempt made in a traced context as a span; nil records none.
+	Tracer trace.Tracer
 }
 
 // Pipeline delivers notifications: at least once, deduplicated by the log, retried within a
@@ -134,7 +137,7 @@ func New(cfg Config, deps Deps) (*Pipeline, error) {
 		DedupStage{Log: deps.Log, Lease: cfg.Budget + cfg.AttemptTimeout + cfg.LeaseMargin, Now: deps.Now},
 		RetryStage{
 			Attempt: MultiStage{
-				SendStage{Notifiers: deps.Notifiers, Timeout: cfg.AttemptTimeout, Now: deps.Now},
+				SendStage{Notifiers: deps.Notifiers, Timeout: cfg.AttemptTimeout, Now: deps.Now, Tracer: deps.Tracer},
 				RecordStage{Log: deps.Log, Metrics: deps.Metrics},
 			},
 			Budget:     cfg.Budget,

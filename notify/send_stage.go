@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/veritrail/veritrail/plugins/sdk"
 )
 
@@ -15,17 +19,26 @@ type Notifiers interface {
 }
 
 // SendStage makes one delivery attempt through the delivery's notifier, bounded by Timeout and
-// by the delivery's deadline, and records its classified outcome in d.Last.
+// by the delivery's deadline, and records its classified outcome in d.Last. With a Tracer, an
+// attempt in a traced context (the trigger's trace) is a client span of that trace.
 type SendStage struct {
 	Notifiers Notifiers
 	Timeout   time.Duration
 	Now       func() time.Time
+	Tracer    trace.Tracer
 }
 
 // Exec makes the attempt.
-func (s SendStage) Exec(ctx context.Context, d *Delivery) error {
+func (s SendStage) Exec(ctx context.Context, d *Delivery) (err error) {
 	d.Attempts++
 	d.Notification.Attempt = d.Attempts
+	if s.Tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
+		var span trace.Span
+		ctx, span = s.Tracer.Start(ctx, "notify.deliver", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String("veritrail.notify.target_type", string(d.Notification.Target.Type)),
+			attribute.String("veritrail.notify.notifier", d.Notifier), attribute.Int("veritrail.notify.attempt", d.Attempts)))
+		defer func() { endAttempt(span, d, err) }()
+	}
 	n, err := s.Notifiers.Lookup(d.Notifier)
 	if err != nil {
 		// An unknown or unusable notifier: classified by the catalog, or a configuration
@@ -50,6 +63,21 @@ func (s SendStage) Exec(ctx context.Context, d *Delivery) error {
 	}
 	d.Last = failureOf(err)
 	return nil
+}
+
+// endAttempt ends an attempt's span with its outcome: the failure's reason and whether it is
+// retried, or success.
+func endAttempt(span trace.Span, d *Delivery, err error) {
+	switch {
+	case err != nil:
+		span.SetStatus(codes.Error, err.Error())
+	case d.Last != nil:
+		span.SetAttributes(attribute.String("veritrail.notify.reason", d.Last.Reason), attribute.Bool("veritrail.notify.retryable", d.Last.Retryable))
+		span.SetStatus(codes.Error, d.Last.Error())
+	default:
+		span.SetStatus(codes.Ok, "")
+	}
+	span.End()
 }
 
 func failureOf(err error) *sdk.Failure {

@@ -32,6 +32,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.SnapshotRepeat, "snapshot-repeat", false, "every report repeats the last running set instead of alternating between two (--snapshots)")
 	notifyRun := fs.Bool("notify", false, "measure the time from a snapshot report's 201 to its webhook (p50, p99) beside the report's own time")
 	fs.IntVar(&cfg.NotifyReports, "notify-reports", 200, "measured reports, sent one at a time (--notify)")
+	observe := fs.Bool("observability", false, "measure what metrics and tracing (sampling everything, spans discarded) cost ingest alone: off, metrics, metrics+tracing, alternating for --rounds rounds")
+	fs.IntVar(&cfg.Rounds, "rounds", 3, "with --observability: the rounds of the three settings")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&cfg.Apart, "apart", false, "also measure each tier alone: ingest with no evaluator, then the evaluator alone on that backlog")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured ingest phase and its drain (with --assert: of the environment-scope phase) to this file")
@@ -54,6 +56,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var res interface{ WriteTable(io.Writer) error }
 	var err error
 	switch {
+	case *observe:
+		res, err = bench.RunObserve(ctx, cfg)
 	case *notifyRun:
 		res, err = bench.RunNotify(ctx, cfg)
 	case *asserts:

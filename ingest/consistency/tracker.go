@@ -164,7 +164,7 @@ func (t *Tracker) Wait(ctx context.Context, org string) bool {
 		case <-ctx.Done():
 			return true
 		case <-deadline.C:
-			t.log.Warn("read-after-write wait timed out; serving the read anyway", "org", org, "pending", t.Pending(org), "wait", t.maxWait)
+			t.log.WarnContext(ctx, "read-after-write wait timed out; serving the read anyway", "org", org, "pending", t.Pending(org), "wait", t.maxWait)
 			return true
 		case <-changed:
 		case <-poll.C:
@@ -205,7 +205,7 @@ func (t *Tracker) settle(ctx context.Context, org string, upTo uint64) bool {
 			return false
 		}
 		if len(w.pending) > maxPending {
-			t.log.Warn("read-after-write: too many pending writes for one organization; forgetting the oldest", "org", org,
+			t.log.WarnContext(ctx, "read-after-write: too many pending writes for one organization; forgetting the oldest", "org", org,
 				"dropped", len(w.pending)-keepPending)
 			w.pending = append([]pendingWrite(nil), w.pending[len(w.pending)-keepPending:]...)
 			if w.pending[0].seq > upTo {

@@ -183,7 +183,7 @@ func (s *Site) notFoundPage(w http.ResponseWriter, signedIn bool, sess session) 
 
 // fail logs err and answers 500 without showing it.
 func (s *Site) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	s.log.Error("web: page failed", "path", r.URL.Path, "what", what, "err", err)
+	s.log.ErrorContext(r.Context(), "web: page failed", "path", r.URL.Path, "what", what, "err", err)
 	s.problem(w, http.StatusInternalServerError, "Something went wrong", "The page could not be read; try again shortly.")
 }
 

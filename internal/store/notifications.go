@@ -41,15 +41,17 @@ type NotificationReader interface {
 
 // Trigger is a row of the trigger outbox: a notification trigger written in the same
 // transaction as the change it derives from, waiting to be published on the bus. Payload is
-// the message as published (a contract.Trigger).
+// the message as published (a contract.Trigger), Metadata what its message carries besides the
+// relay's own keys (the trace context of the change it derives from); nil for nothing.
 type Trigger struct {
 	// Seq orders the outbox; the store assigns it.
-	Seq     int64
-	ID      string
-	OrgID   string
-	EnvID   string
-	At      float64
-	Payload json.RawMessage
+	Seq      int64
+	ID       string
+	OrgID    string
+	EnvID    string
+	At       float64
+	Payload  json.RawMessage
+	Metadata map[string]string
 }
 
 // NotificationWriter is what the evaluator writes about notifications.

@@ -8,6 +8,7 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -48,3 +49,24 @@ func Inject(ctx context.Context, md message.Metadata) {
 func Extract(ctx context.Context, md message.Metadata) context.Context {
 	return propagator.Extract(ctx, propagation.MapCarrier(md))
 }
+
+// LogHandler is h with, on each record logged with a context that holds a span (the
+// *Context methods of slog.Logger), that span's trace_id and span_id, so that a log line
+// can be found from its trace and the other way round.
+func LogHandler(h slog.Handler) slog.Handler { return logHandler{h} }
+
+type logHandler struct{ slog.Handler }
+
+func (h logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone() // the caller's record may be handled elsewhere too
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return logHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h logHandler) WithGroup(name string) slog.Handler { return logHandler{h.Handler.WithGroup(name)} }

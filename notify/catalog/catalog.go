@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -68,8 +69,8 @@ type Config struct {
 	Plugins []Entry
 	// StartTimeout bounds a plugin's start and handshake; default 30s.
 	StartTimeout time.Duration
-	// Logger receives go-plugin's logs and the plugins' stderr; default: warnings and above to
-	// the process's stderr.
+	// Logger receives go-plugin's logs and the plugins' stderr; default: warnings and above
+	// through slog's default logger (SlogLogger).
 	Logger hclog.Logger
 	// Restarted, when set, is called with a plugin's name each time its process is started
 	// again after the previous one exited (for the restarts metric).
@@ -92,7 +93,7 @@ func New(cfg Config, builtins map[string]sdk.Notifier) (*Catalog, error) {
 		cfg.StartTimeout = 30 * time.Second
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "plugin", Level: hclog.Warn, Output: os.Stderr})
+		cfg.Logger = SlogLogger(slog.Default(), hclog.Warn) // the process's format, never a second one
 	}
 	c := &Catalog{builtins: builtins, plugins: map[string]*process{}}
 	var errs []error

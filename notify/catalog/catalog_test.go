@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -366,4 +367,64 @@ func TestPluginOfAnotherProtocolVersionIsRefused(t *testing.T) {
 		!strings.Contains(err.Error(), "Plugin version: 2") {
 		t.Fatalf("a plugin of protocol version 2: %v (%+v)", err, fail)
 	}
+}
+
+// TestPluginProcessLogsThroughSlog: go-plugin's lines about the process and the lines the plugin
+// process itself writes to its stderr reach the host's slog logger, in its format (here JSON),
+// and nothing else: no second format beside it.
+func TestPluginProcessLogsThroughSlog(t *testing.T) {
+	dir, sum := install(t)
+	var out syncBuffer
+	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
+	c, err := catalog.New(catalog.Config{Dir: dir, Logger: catalog.SlogLogger(log, hclog.Trace),
+		Plugins: []catalog.Entry{{Name: "pager", Command: "pager", SHA256: sum, Settings: map[string]string{"allow_private": "true", "token": "t0ken"}}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, keys := pagerReceiver(t, nil)
+	p, err := notify.New(fast, notify.Deps{Log: memlog.New(), Notifiers: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := p.Notify(context.Background(), event(), rules(url)); err != nil || ds[0].Status != notify.StatusDelivered {
+		t.Fatalf("delivery: %v", err)
+	}
+	<-keys
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fromPlugin := 0
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var line map[string]any
+		if err := json.Unmarshal([]byte(l), &line); err != nil || line["msg"] == nil || line["level"] == nil {
+			t.Fatalf("a line not in the logger's format: %q (%v)", l, err)
+		}
+		// go-plugin relays the lines the process writes (its own hclog's, at the other end of
+		// the pipe) under the host logger's name and the process's: plugin.pager.pager.
+		if mod, _ := line["module"].(string); strings.HasPrefix(mod, "plugin.pager.pager") {
+			fromPlugin++
+		}
+	}
+	if fromPlugin == 0 {
+		t.Fatalf("no line of the plugin process came through the logger:\n%s", out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer that go-plugin's goroutines may write while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

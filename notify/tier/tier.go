@@ -15,11 +15,15 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/veritrail/veritrail/internal/bus/keyed"
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/metrics"
 	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/tracing"
 	"github.com/veritrail/veritrail/notify"
 )
 
@@ -51,6 +55,9 @@ type Deps struct {
 	Now func() time.Time
 	// Metrics counts deliveries' outcomes; nil counts nothing.
 	Metrics *metrics.Notify
+	// Tracer continues the trace a trigger's message carries (the change it derives from): a
+	// span for the trigger and one for each delivery attempt; nil records none.
+	Tracer trace.Tracer
 }
 
 // Tier delivers triggers. It is safe for concurrent use.
@@ -59,6 +66,7 @@ type Tier struct {
 	rules    Rules
 	pipeline *notify.Pipeline
 	log      *slog.Logger
+	tracer   trace.Tracer
 	// orgNames caches organization names by ID: names do not change.
 	orgNames sync.Map
 }
@@ -71,11 +79,12 @@ func New(cfg Config, d Deps) (*Tier, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	p, err := notify.New(cfg.Pipeline, notify.Deps{Log: d.Log, Notifiers: d.Notifiers, Logger: d.Logger, Now: d.Now, Metrics: d.Metrics})
+	p, err := notify.New(cfg.Pipeline, notify.Deps{Log: d.Log, Notifiers: d.Notifiers, Logger: d.Logger, Now: d.Now, Metrics: d.Metrics,
+		Tracer: d.Tracer})
 	if err != nil {
 		return nil, err
 	}
-	return &Tier{cfg: cfg, rules: d.Rules, pipeline: p, log: d.Logger}, nil
+	return &Tier{cfg: cfg, rules: d.Rules, pipeline: p, log: d.Logger, tracer: d.Tracer}, nil
 }
 
 // Run consumes msgs (a subscription to contract.TopicTriggers) until ctx ends.
@@ -86,7 +95,20 @@ func (t *Tier) Run(ctx context.Context, msgs <-chan *message.Message) {
 // Handle delivers one trigger message to every target of every rule it fires. It returns an
 // error when a delivery could not be settled (the store is unreachable, another worker holds
 // a claim): the caller offers the message again, and what was settled is not sent twice.
-func (t *Tier) Handle(ctx context.Context, msg *message.Message) error {
+func (t *Tier) Handle(ctx context.Context, msg *message.Message) (err error) {
+	if t.tracer != nil {
+		if parent := tracing.Extract(ctx, msg.Metadata); trace.SpanContextFromContext(parent).IsValid() {
+			var span trace.Span
+			ctx, span = t.tracer.Start(parent, "notify.trigger", trace.WithSpanKind(trace.SpanKindConsumer),
+				trace.WithAttributes(attribute.String("messaging.message.id", msg.UUID)))
+			defer func() {
+				if err != nil {
+					span.SetStatus(codes.Error, err.Error())
+				}
+				span.End()
+			}()
+		}
+	}
 	tr, err := contract.UnmarshalTrigger(msg.Payload)
 	if err != nil {
 		// Nothing can ever be delivered from it; holding it would block its environment.

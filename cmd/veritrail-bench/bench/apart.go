@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/ingest"
@@ -49,25 +51,15 @@ type Apart struct {
 // tier alone on that data directory under the load, then starts the whole product again and
 // times its evaluator through the backlog.
 func runApart(ctx context.Context, cfg Config, body []byte, contentType string) (*Apart, error) {
-	dir, err := os.MkdirTemp("", "veritrail-bench-apart-")
+	secret := "apart-" + benchOrg
+	dir, err := preparedDir(ctx, cfg, "apart", secret)
 	if err != nil {
-		return nil, fmt.Errorf("bench: data dir: %w", err)
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	secret := "apart-" + benchOrg
-	pr, err := startProductIn(ctx, cfg, dir, secret)
-	if err != nil {
-		return nil, err
-	}
 	fmt.Fprintf(cfg.Progress, "bench: phase 4: tiers apart (data in %s): ingest alone, then the evaluator alone\n", dir)
-	err = prepare(ctx, pr.client, pr.base, secret, cfg.Trails)
-	pr.client.CloseIdleConnections()
-	pr.r.Close()
-	if err != nil {
-		return nil, err
-	}
 
-	addr, stats, stop, err := startIngestAlone(ctx, dir)
+	addr, stats, stop, err := startIngestAlone(ctx, dir, observability{metrics: true})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +87,7 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 	}
 	fmt.Fprintf(cfg.Progress, "bench: phase 4: ingest alone %.0f/s; starting the evaluator on the backlog\n", a.Ingest.PerSecond)
 
-	pr, err = startProductIn(ctx, cfg, dir, secret)
+	pr, err := startProductIn(ctx, cfg, dir, secret)
 	if err != nil {
 		return nil, err
 	}
@@ -137,9 +129,33 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 	return a, nil
 }
 
+// preparedDir is a new data directory in which the whole product, started and stopped again,
+// created the bench's organization (its admin key's secret is secret), flow and cfg.Trails
+// trails. The caller removes it.
+func preparedDir(ctx context.Context, cfg Config, name, secret string) (string, error) {
+	dir, err := os.MkdirTemp("", "veritrail-bench-"+name+"-")
+	if err != nil {
+		return "", fmt.Errorf("bench: data dir: %w", err)
+	}
+	pr, err := startProductIn(ctx, cfg, dir, secret)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	err = prepare(ctx, pr.client, pr.base, secret, cfg.Trails)
+	pr.client.CloseIdleConnections()
+	pr.r.Close()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // startIngestAlone serves the ingest tier on the embedded bus and store of dir, with no
-// evaluator: the same composition as the embedded mode minus the evaluate tier.
-func startIngestAlone(ctx context.Context, dir string) (addr string, stats func() sqlitebus.PublishStats, stop func() error, err error) {
+// evaluator: the same composition as the embedded mode minus the evaluate tier, observed as o
+// says (the product runs with metrics on and tracing off unless the OTEL_* variables ask).
+func startIngestAlone(ctx context.Context, dir string, o observability) (addr string, stats func() sqlitebus.PublishStats, stop func() error, err error) {
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state.db"))
 	if err != nil {
 		return "", nil, nil, err
@@ -162,15 +178,20 @@ func startIngestAlone(ctx context.Context, dir string) (addr string, stats func(
 		closeAll()
 		return "", nil, nil, err
 	}
-	// Metrics on, as the product runs: the publish counted and timed, every request observed.
-	reg := metrics.NewRegistry()
-	pub := metrics.NewPublishing(reg).Publisher(busPub, contract.TopicEvidence)
+	// With metrics, as the product runs: the publish counted and timed, every request observed.
+	var reg prometheus.Registerer // a nil interface, not a nil registry: ingest then registers nothing
+	var pub message.Publisher = busPub
+	if o.metrics {
+		r := metrics.NewRegistry()
+		reg, pub = r, metrics.NewPublishing(r).Publisher(busPub, contract.TopicEvidence)
+	}
 	bl, err := blobs.NewDir(filepath.Join(dir, "blobs"))
 	if err != nil {
 		closeAll()
 		return "", nil, nil, err
 	}
-	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Sessions: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler), Metrics: reg})
+	api := ingest.New(ingest.Config{}, ingest.Deps{Store: st, Sessions: st, Publisher: pub, Blobs: bl, Log: slog.New(slog.DiscardHandler), Metrics: reg,
+		Tracing: o.tracing})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		closeAll()

@@ -64,6 +64,9 @@ type Config struct {
 	// NotifyReports is the number of measured reports of RunNotify (default 200).
 	NotifyReports int
 
+	// Rounds is how many times RunObserve measures each setting (default 3).
+	Rounds int
+
 	// Postgres, when set, makes RunAssert measure the distributed mode (ingest and evaluate on an
 	// in-process Kafka and a fresh schema of this PostgreSQL) instead of the embedded one, and,
 	// with Apart, Run measure the distributed evaluator alone too.

@@ -138,3 +138,36 @@ func TestPercentile(t *testing.T) {
 		t.Error("empty")
 	}
 }
+
+// TestRunObserve: the observability phase measures each of its three settings once per round,
+// with every request accepted, and relates each median to the one with everything off.
+func TestRunObserve(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded product")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := RunObserve(ctx, Config{Duration: 200 * time.Millisecond, Concurrency: 4, Trails: 4, PayloadBytes: 1024,
+		Progress: &progress, Rounds: 2})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	if len(res.Variants) != 3 || res.Variants[0].VsOff != 1 {
+		t.Fatalf("variants %+v", res.Variants)
+	}
+	for _, v := range res.Variants {
+		if len(v.Runs) != 2 || v.Median <= 0 || v.VsOff <= 0 {
+			t.Errorf("%s: %+v", v.Name, v)
+		}
+		for _, p := range v.Runs {
+			if p.OK == 0 || p.Errors != 0 {
+				t.Errorf("%s: run %+v", v.Name, p)
+			}
+		}
+	}
+	var table bytes.Buffer
+	if err := res.WriteTable(&table); err != nil || !bytes.Contains(table.Bytes(), []byte("metrics+tracing")) {
+		t.Errorf("table %q: %v", table.String(), err)
+	}
+}

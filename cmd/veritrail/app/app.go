@@ -196,7 +196,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	metrics.Backlog(reg, func() float64 { return float64(bus.Behind(contract.TopicEvidence)) })
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
 		Store: changes.Watch(st), Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
-		Triggered: runRelay(ctx, r, cfg, st, pub, log), Metrics: evMetrics,
+		Triggered: runRelay(ctx, r, cfg, st, pub, log), Metrics: evMetrics, Tracer: tracer(cfg, "evaluate"),
 	})
 	if err != nil {
 		return fail(err)
@@ -374,7 +374,7 @@ func StartEvaluate(ctx context.Context, cfg Config) (*Running, error) {
 		return evidenceLag(ctx, offsets, st)
 	})
 	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{}), Log: log,
-		Triggered: runRelay(ctx, r, cfg, st, pub, log), Metrics: evMetrics})
+		Triggered: runRelay(ctx, r, cfg, st, pub, log), Metrics: evMetrics, Tracer: tracer(cfg, "evaluate")})
 	if err != nil {
 		return fail(err)
 	}
@@ -426,12 +426,9 @@ func runEvaluator(ctx context.Context, r *Running, cfg Config, ev *evaluate.Eval
 	r.onClose(sub.Close)
 	r.group.Go(func() error { return ev.Run(ctx) })
 	r.group.Go(func() error { return ev.RunReplays(ctx) })
-	var tracer trace.Tracer
-	if cfg.Tracing != nil {
-		tracer = cfg.Tracing.Tracer("github.com/veritrail/veritrail/evaluate")
-	}
+	applyTracer := tracer(cfg, "evaluate")
 	timed := func(ctx context.Context, msgs []*message.Message) (int, error) {
-		spans := applySpans(ctx, tracer, msgs)
+		spans := applySpans(ctx, applyTracer, msgs)
 		start := time.Now()
 		n, err := handle(ctx, msgs)
 		m.Batch(n, time.Since(start), err != nil)
@@ -472,11 +469,17 @@ func serveHTTP(ctx context.Context, r *Running, cfg Config, op operator, h http.
 	return nil
 }
 
+// logger is the process's logger; with tracing on, a line logged with a traced context names
+// its trace and span.
 func logger(cfg Config) *slog.Logger {
-	if cfg.Log != nil {
-		return cfg.Log
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
 	}
-	return slog.Default()
+	if cfg.Tracing != nil {
+		log = slog.New(tracing.LogHandler(log.Handler()))
+	}
+	return log
 }
 
 // EmbeddedBusConfig is the embedded bus of `veritrail serve`. One process owns it: a short
@@ -512,9 +515,18 @@ func evidenceLag(ctx context.Context, offsets *kafkabus.Offsets, st *sqlstore.St
 	return lag, nil
 }
 
+// tracer is the tracer of the tier named (its instrumentation scope), nil when tracing is off.
+func tracer(cfg Config, tier string) trace.Tracer {
+	if cfg.Tracing == nil {
+		return nil
+	}
+	return cfg.Tracing.Tracer("github.com/veritrail/veritrail/" + tier)
+}
+
 // applySpans starts, for each message that carries a trace context, the span of its apply: a
-// consumer span in the trace of the request that published it. A batch applies its messages in
-// one transaction, so the spans share its time. None without a tracer.
+// consumer span in the trace of the request that published it, put in the message's context,
+// where the evaluator finds it (evaluate.Deps.Tracer). A batch applies its messages in one
+// transaction, so the spans share its time. None without a tracer.
 func applySpans(ctx context.Context, tracer trace.Tracer, msgs []*message.Message) []trace.Span {
 	if tracer == nil {
 		return nil
@@ -528,6 +540,7 @@ func applySpans(ctx context.Context, tracer trace.Tracer, msgs []*message.Messag
 		}
 		_, spans[i] = tracer.Start(parent, "evaluate.apply", trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithAttributes(attribute.String("messaging.message.id", msg.UUID), attribute.Int("messaging.batch.message_count", len(msgs))))
+		msg.SetContext(trace.ContextWithSpan(msg.Context(), spans[i]))
 	}
 	return spans
 }

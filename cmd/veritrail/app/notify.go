@@ -92,7 +92,8 @@ func runNotify(ctx context.Context, r *Running, cfg Config, st *sqlstore.Store, 
 	if tcfg.BaseURL == "" {
 		tcfg.BaseURL = cfg.Ingest.BaseURL
 	}
-	nt, err := tier.New(tcfg, tier.Deps{Rules: st, Log: st, Notifiers: r.Catalog, Logger: log, Metrics: m})
+	nt, err := tier.New(tcfg, tier.Deps{Rules: st, Log: st, Notifiers: r.Catalog, Logger: log, Metrics: m,
+		Tracer: tracer(cfg, "notify")})
 	if err != nil {
 		return err
 	}

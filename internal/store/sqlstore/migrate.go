@@ -37,6 +37,9 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 6, Name: "repos", Up: migrate.Statements(reposTable, `CREATE INDEX IF NOT EXISTS repos_name ON repos (org_id, name)`)},
 			// The web UI's sessions, so that every ingest process knows every signed-in browser.
 			{Version: 7, Name: "web sessions", Up: d.webSessions()},
+			// A trigger's bus message metadata (the trace context of the change it derives from)
+			// as JSON; NULL for none.
+			{Version: 8, Name: "trigger metadata", Up: migrate.Statements(`ALTER TABLE trigger_outbox ADD COLUMN metadata TEXT`)},
 		},
 	}
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -142,14 +143,18 @@ func (t *txn) DeleteNotificationRule(ctx context.Context, orgID string, number i
 // EnqueueTriggers adds triggers to the outbox. A trigger already there (the same change applied
 // again) is left as it is.
 func (t *txn) EnqueueTriggers(ctx context.Context, triggers []store.Trigger) error {
-	for start, n := 0, rowsPer(5); start < len(triggers); start += n {
+	for start, n := 0, rowsPer(6); start < len(triggers); start += n {
 		part := triggers[start:min(start+n, len(triggers))]
-		args := make([]any, 0, 5*len(part))
+		args := make([]any, 0, 6*len(part))
 		for _, tr := range part {
-			args = append(args, tr.ID, tr.OrgID, tr.EnvID, tr.At, string(tr.Payload))
+			md, err := triggerMetadata(tr.Metadata)
+			if err != nil {
+				return err
+			}
+			args = append(args, tr.ID, tr.OrgID, tr.EnvID, tr.At, string(tr.Payload), md)
 		}
-		if _, err := t.exec(ctx, "enqueue triggers", `/* one-off */ INSERT INTO trigger_outbox (id, org_id, env_id, at, payload)
-			VALUES `+rowsOf(len(part), 5)+` ON CONFLICT (id) DO NOTHING`, args...); err != nil {
+		if _, err := t.exec(ctx, "enqueue triggers", `/* one-off */ INSERT INTO trigger_outbox (id, org_id, env_id, at, payload, metadata)
+			VALUES `+rowsOf(len(part), 6)+` ON CONFLICT (id) DO NOTHING`, args...); err != nil {
 			return err
 		}
 	}
@@ -181,7 +186,19 @@ func (t *txn) enqueueComplianceChange(ctx context.Context, e store.Environment) 
 	return err
 }
 
-const triggerCols = `seq, id, org_id, env_id, at, payload`
+// triggerMetadata is the metadata column's value of md: JSON, or NULL for none.
+func triggerMetadata(md map[string]string) (any, error) {
+	if len(md) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(md)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: trigger metadata: %w", err)
+	}
+	return string(b), nil
+}
+
+const triggerCols = `seq, id, org_id, env_id, at, payload, metadata`
 
 func (r reads) pendingTriggers(ctx context.Context, limit int) ([]store.Trigger, error) {
 	rows, err := r.rows(ctx, `SELECT `+triggerCols+` FROM trigger_outbox WHERE sent_at = 0 ORDER BY seq LIMIT `+fmt.Sprint(max(limit, 1)))
@@ -193,10 +210,16 @@ func (r reads) pendingTriggers(ctx context.Context, limit int) ([]store.Trigger,
 	for rows.Next() {
 		var tr store.Trigger
 		var payload string
-		if err := rows.Scan(&tr.Seq, &tr.ID, &tr.OrgID, &tr.EnvID, &tr.At, &payload); err != nil {
+		var md sql.NullString
+		if err := rows.Scan(&tr.Seq, &tr.ID, &tr.OrgID, &tr.EnvID, &tr.At, &payload, &md); err != nil {
 			return nil, fmt.Errorf("sqlstore: pending triggers: %w", err)
 		}
 		tr.Payload = json.RawMessage(payload)
+		if md.Valid && md.String != "" {
+			if err := json.Unmarshal([]byte(md.String), &tr.Metadata); err != nil {
+				return nil, fmt.Errorf("sqlstore: trigger %s metadata: %w", tr.ID, err)
+			}
+		}
 		out = append(out, tr)
 	}
 	return out, rows.Err()

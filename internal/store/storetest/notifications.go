@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 
@@ -118,6 +119,9 @@ func outboxTrigger(id, env string, at float64) store.Trigger {
 	return store.Trigger{ID: id, OrgID: "org-a", EnvID: env, At: at, Payload: []byte(`{"id":"` + id + `"}`)}
 }
 
+// traceMetadata is what a traced trigger's message carries besides the relay's keys.
+var traceMetadata = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+
 func testTriggerOutbox(t *testing.T, e *env) {
 	e.org(t, "org-a", "acme")
 	if got := e.relay(t); len(got) != 0 {
@@ -129,7 +133,11 @@ func testTriggerOutbox(t *testing.T, e *env) {
 		for i := range 5 {
 			id := fmt.Sprint("tr-", i)
 			ids = append(ids, id)
-			batch = append(batch, outboxTrigger(id, "env-1", t0+float64(i)))
+			tr := outboxTrigger(id, "env-1", t0+float64(i))
+			if i == 1 { // one carries message metadata (a trace context), the others none
+				tr.Metadata = traceMetadata
+			}
+			batch = append(batch, tr)
 		}
 		return tx.EnqueueTriggers(e.ctx, batch)
 	})
@@ -156,6 +164,13 @@ func testTriggerOutbox(t *testing.T, e *env) {
 	for i, tr := range got {
 		if tr.OrgID != "org-a" || tr.EnvID != "env-1" || tr.At != t0+float64(i) || string(tr.Payload) != `{"id":"`+tr.ID+`"}` {
 			t.Errorf("relayed %+v", tr)
+		}
+		var wantMetadata map[string]string
+		if i == 1 {
+			wantMetadata = traceMetadata
+		}
+		if !maps.Equal(tr.Metadata, wantMetadata) {
+			t.Errorf("trigger %s relayed with metadata %v", tr.ID, tr.Metadata)
 		}
 		if i > 0 && tr.Seq <= got[i-1].Seq {
 			t.Errorf("seq %d after %d: not in outbox order", tr.Seq, got[i-1].Seq)
