@@ -282,7 +282,7 @@ func (g *gen) trail(i int) []*contract.Envelope {
 		"url": fmt.Sprintf("https://github.com/acme/%s/pull/%d", svc, i), "state": "MERGED", "author": "jdoe",
 		"created_at": 1.7775e9 + float64(i), "merged_at": 1.7775e9 + float64(i) + 3600,
 		"approvers": []any{map[string]any{"username": "asmith", "state": "APPROVED", "timestamp": 1.7775e9 + float64(i) + 1800}},
-		"commits": []any{map[string]any{"sha1": name, "message": "Update base image", "author": "jdoe", "branch": "main"}}}}}))
+		"commits":   []any{map[string]any{"sha1": name, "message": "Update base image", "author": "jdoe", "branch": "main"}}}}}))
 	for k, n := range []string{"unit-test", "integration-test", "rubocop-lint"} {
 		att(1+k, n, "junit", true, common(map[string]any{"junit_results": []any{map[string]any{
 			"name": n, "tests": 120 + k, "failures": 0, "errors": 0, "skipped": 2, "duration": 12.5}}}))

@@ -320,10 +320,10 @@ func (e *embedded) close() error {
 
 // distributed is the ingest and evaluate tiers on a fresh schema and an in-process Kafka.
 type distributed struct {
-	admin          *sql.DB
-	schema, dsn    string
-	secret         string
-	cluster        *kfake.Cluster
+	admin       *sql.DB
+	schema, dsn string
+	secret      string
+	cluster     *kfake.Cluster
 }
 
 func newDistributed(ctx context.Context, pg, secret string) (*distributed, error) {
