@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/procmem"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
@@ -143,13 +144,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		trails = to
 		runtime.GC()
 		debug.FreeOSMemory()
-		clearPeak()
+		procmem.ClearPeak()
 		base, stop, err := d.start(ctx)
 		if err != nil {
 			return nil, err
 		}
 		sz.Probes, err = measure(ctx, cfg, base, secret, to)
-		sz.RSSMB, sz.HWMMB = residentMB()
+		u := procmem.Read()
+		sz.RSSMB, sz.HWMMB = u.RSSMB, u.HWMMB
 		if serr := stop(); err == nil && serr != nil {
 			err = fmt.Errorf("scale: stop: %w", serr)
 		}
@@ -244,28 +246,6 @@ func get(ctx context.Context, client *http.Client, u, secret string) (int, error
 		return 0, fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, strings.TrimSpace(string(b[:min(len(b), 300)])))
 	}
 	return len(b), nil
-}
-
-// clearPeak resets the process's peak resident set (VmHWM), so that the next reading is the
-// product's and not the fill's; where the kernel does not allow it, the reading includes it.
-func clearPeak() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// residentMB reads VmRSS and VmHWM of this process from /proc (0 where there is none).
-func residentMB() (rss, hwm float64) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		var kb float64
-		if _, err := fmt.Sscanf(line, "VmRSS: %f kB", &kb); err == nil {
-			rss = kb / 1024
-		}
-		if _, err := fmt.Sscanf(line, "VmHWM: %f kB", &kb); err == nil {
-			hwm = kb / 1024
-		}
-	}
-	return rss, hwm
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
