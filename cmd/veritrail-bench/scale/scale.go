@@ -196,6 +196,7 @@ func probes(trails int) []Probe {
 		{Name: "web: environment page (200 running)", Path: "/" + Org + "/environments/" + EnvName(0)},
 		{Name: "web: trail page", Path: "/" + Org + "/flows/" + FlowName(0) + "/trails/" + TrailName(0)},
 		{Name: "web: flow page", Path: "/" + Org + "/flows/" + FlowName(0)},
+		{Name: "web: organization page", Path: "/" + Org},
 	}
 }
 

@@ -359,9 +359,12 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 		where += ` AND id IN (SELECT trail_id FROM artifacts WHERE org_id = ? AND fingerprint = ?)`
 		args = append(args, orgID, f.Fingerprint)
 	}
-	total, err := r.count(ctx, "trails", oneOffIf(f.FlowIDs != nil)+`SELECT COUNT(*) FROM trails `+where, args...)
-	if err != nil {
-		return nil, 0, err
+	total := 0
+	if !f.NoTotal {
+		var err error
+		if total, err = r.count(ctx, "trails", oneOffIf(f.FlowIDs != nil)+`SELECT COUNT(*) FROM trails `+where, args...); err != nil {
+			return nil, 0, err
+		}
 	}
 	rows, err := r.rows(ctx, oneOffIf(f.FlowIDs != nil)+`SELECT `+trailCols+` FROM trails `+where+` ORDER BY created_at DESC, id`+pageClause(f.Page), args...)
 	if err != nil {
