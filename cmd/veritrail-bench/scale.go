@@ -25,12 +25,18 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Requests, "requests", 300, "timed requests of each read at each size, one at a time")
 	fs.StringVar(&cfg.Postgres, "postgres", "", "measure the distributed mode on a fresh schema of this PostgreSQL URL instead of the embedded one")
 	fs.StringVar(&cfg.Dir, "dir", "", "the embedded mode's data directory, kept (default: a temporary one, removed)")
+	fs.StringVar(&cfg.URL, "url", "", "measure the Veritrail running there once instead of filling and starting one (with --token, --trails)")
+	fs.StringVar(&cfg.Token, "token", "", "with --url: an API key of the organization "+scale.Org)
+	fs.IntVar(&cfg.Trails, "trails", 100_000, "with --url: the trails its store holds (fill: attestations / 10)")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("scale: unexpected arguments %v", fs.Args())
+	}
+	if (cfg.URL == "") != (cfg.Token == "") {
+		return errors.New("scale: --url and --token go together")
 	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

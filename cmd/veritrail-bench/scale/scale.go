@@ -45,7 +45,13 @@ type Config struct {
 	// instead of the embedded one on SQLite.
 	Postgres string
 	// Dir is the embedded mode's data directory (default a new temporary one, removed after).
-	Dir      string
+	Dir string
+	// URL and Token, when set, make Run measure a running Veritrail (filled before, e.g. by
+	// `veritrail-bench fill`) once, with this API key of the organization Org, instead of
+	// filling and starting one: for a figure of a separate `serve` process (its /proc).
+	URL, Token string
+	// Trails is how many trails the running Veritrail's store holds (with URL).
+	Trails   int
 	Progress io.Writer
 }
 
@@ -109,6 +115,14 @@ type deployment interface {
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
+	}
+	if cfg.URL != "" {
+		sz := Size{Trails: cfg.Trails, Attestations: cfg.Trails * AttestationsPerTrail}
+		var err error
+		if sz.Probes, err = measure(ctx, cfg, strings.TrimSuffix(cfg.URL, "/"), cfg.Token, cfg.Trails); err != nil {
+			return nil, err
+		}
+		return &Result{Mode: "a running Veritrail at " + cfg.URL, Sizes: []Size{sz}}, nil
 	}
 	secret := app.NewSecret()
 	var d deployment
@@ -387,6 +401,13 @@ func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprint(tw, "read\t")
 	for _, s := range r.Sizes {
 		fmt.Fprintf(tw, "p50 ms @%d\tp99 ms @%d\t", s.Attestations, s.Attestations)
+	}
+	if len(r.Sizes) == 1 {
+		fmt.Fprint(tw, "\n")
+		for _, p := range first.Probes {
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t\n", p.Name, p.P50ms, p.P99ms)
+		}
+		return tw.Flush()
 	}
 	fmt.Fprint(tw, "p50 ratio\tverdict\t\n")
 	for i, p := range first.Probes {
