@@ -17,6 +17,8 @@ import (
 type reads struct {
 	d dialect
 	q querier
+	// counts, when set, answers the totals of trail lists (SQLite's read pool; see trailCounts).
+	counts *trailCounts
 }
 
 func (r reads) row(ctx context.Context, q string, args ...any) rowScanner {
@@ -360,11 +362,20 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 		args = append(args, orgID, f.Fingerprint)
 	}
 	total := 0
-	if !f.NoTotal {
-		var err error
-		if total, err = r.count(ctx, "trails", oneOffIf(f.FlowIDs != nil)+`SELECT COUNT(*) FROM trails `+where, args...); err != nil {
-			return nil, 0, err
+	var err error
+	switch {
+	case f.NoTotal:
+	case r.counts != nil && f.Fingerprint == "" && (f.FlowIDs == nil || len(f.FlowIDs) == 1 && f.FlowIDs[0] != ""):
+		flow := ""
+		if f.FlowIDs != nil {
+			flow = f.FlowIDs[0]
 		}
+		total, err = r.counts.count(ctx, r, orgID, flow)
+	default:
+		total, err = r.count(ctx, "trails", oneOffIf(f.FlowIDs != nil)+`SELECT COUNT(*) FROM trails `+where, args...)
+	}
+	if err != nil {
+		return nil, 0, err
 	}
 	rows, err := r.rows(ctx, oneOffIf(f.FlowIDs != nil)+`SELECT `+trailCols+` FROM trails `+where+` ORDER BY created_at DESC, id`+pageClause(f.Page), args...)
 	if err != nil {

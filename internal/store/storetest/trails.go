@@ -243,6 +243,22 @@ func testListTrails(t *testing.T, e *env) {
 	if total != 1 {
 		t.Errorf("ListTrails(org-b) total = %d, want 1", total)
 	}
+	// Totals follow trails begun after a list counted (stores may keep counts between lists).
+	e.trail(t, f1, "t5", "c5", t0+6)
+	e.trail(t, f2, "t6", "c6", t0+7)
+	for _, c := range []struct {
+		name  string
+		f     store.TrailFilter
+		total int
+	}{
+		{"every flow", store.TrailFilter{}, 6},
+		{"one flow", store.TrailFilter{FlowIDs: []string{f1.ID}}, 4},
+		{"the other flow", store.TrailFilter{FlowIDs: []string{f2.ID}}, 2},
+	} {
+		if _, total, err := e.s.ListTrails(e.ctx, "org-a", c.f); err != nil || total != c.total {
+			t.Errorf("%s after new trails: total %d, %v; want %d", c.name, total, err, c.total)
+		}
+	}
 }
 
 func testTrailEvents(t *testing.T, e *env) {
