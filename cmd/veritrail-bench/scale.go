@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,12 +49,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return res.WriteTable(stdout)
+	return writeResult(stdout, res, *asJSON)
 }
 
 // runFill adds attestations, trails and environments to a store without the product running.
