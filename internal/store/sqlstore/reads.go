@@ -17,7 +17,7 @@ import (
 type reads struct {
 	d dialect
 	q querier
-	// counts, when set, answers the totals of trail lists (SQLite's read pool; see trailCounts).
+	// counts, when set, answers the totals of trail lists (the read pool; see trailCounts).
 	counts *trailCounts
 }
 

@@ -32,7 +32,7 @@ type Store struct {
 	// ckpt checkpoints SQLite's log through ckptDB, its own connection (nil on PostgreSQL).
 	ckpt   *walcheckpoint.Checkpointer
 	ckptDB *sql.DB
-	// trailCounts keeps the totals of trail lists between reads (SQLite; nil on PostgreSQL).
+	// trailCounts keeps the totals of trail lists between reads.
 	trailCounts *trailCounts
 }
 
