@@ -41,8 +41,8 @@ func (d dialect) migrations() migrate.Plan {
 			// page and the total are read from the index alone.
 			{Version: 7, Name: "trails by flow", Up: migrate.Statements(
 				`CREATE INDEX IF NOT EXISTS trails_flow ON trails (flow_id, created_at DESC, id, org_id)`)},
-			// PostgreSQL: the transaction that inserted each trail, so that a list's total counts
-			// only the trails inserted since its last count (see trailCounts). Trails of earlier
+			// PostgreSQL: the transaction that inserted each trail, indexed by organization, so that
+			// a list's total counts only the trails inserted since its last count (see trailCounts). Trails of earlier
 			// builds get 0: they are all committed. SQLite needs nothing (its rowids serve).
 			{Version: 8, Name: "trail insert transactions", Up: d.trailXids},
 		},
@@ -143,6 +143,5 @@ func (d dialect) trailXids(ctx context.Context, tx migrate.Execer) error {
 		`ALTER TABLE trails ADD COLUMN IF NOT EXISTS xid BIGINT NOT NULL DEFAULT 0`,
 		`ALTER TABLE trails ALTER COLUMN xid SET DEFAULT (pg_current_xact_id()::text::bigint)`,
 		`CREATE INDEX IF NOT EXISTS trails_org_xid ON trails (org_id, xid)`,
-		`CREATE INDEX IF NOT EXISTS trails_flow_xid ON trails (flow_id, xid)`,
 	)(ctx, tx)
 }
