@@ -12,7 +12,7 @@ import (
 // list's time). Exact because trails are never deleted (Wipe clears the counts) and the mark
 // is one no later snapshot can see a new trail below: on SQLite the last rowid counted (one
 // writer inserts rowids in commit order), on PostgreSQL the snapshot's xmin over the trails'
-// inserting transactions (countPostgres).
+// inserting transactions (countPostgres, which keeps organizations' counts only).
 type trailCounts struct {
 	mu sync.Mutex
 	m  map[trailCountKey]trailCountMark
