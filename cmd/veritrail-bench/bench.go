@@ -70,10 +70,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
+	return writeResult(stdout, res, *asJSON)
+}
+
+// writeResult prints a run's result as a table, or as indented JSON.
+func writeResult(w io.Writer, res interface{ WriteTable(io.Writer) error }, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	return res.WriteTable(stdout)
+	return res.WriteTable(w)
 }

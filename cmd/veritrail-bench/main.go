@@ -27,6 +27,8 @@ const usage = `Usage: veritrail-bench <command> [flags]
 Commands:
   bench    measure ingest and evaluator throughput against a bare Huma baseline, in-process
   faults   run the distributed or embedded mode as processes under load and faults, verify, report (JSON)
+  fill     add attestations over trails, and environments with snapshots, to a store (no HTTP)
+  scale    fill a store to each of several sizes and time the reads that must not slow down as it grows
 
 Run 'veritrail-bench <command> -h' for its flags.
 `
@@ -54,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return helpIsNoError(runBench(ctx, args[1:], stdout, stderr))
 	case "faults":
 		return helpIsNoError(runFaults(ctx, args[1:], stdout, stderr))
+	case "fill":
+		return helpIsNoError(runFill(ctx, args[1:], stderr))
+	case "scale":
+		return helpIsNoError(runScale(ctx, args[1:], stdout, stderr))
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -64,7 +64,8 @@ func (s *Site) orgPage(c *call) (string, string, any, error) {
 		return "", "", nil, fmt.Errorf("list environments: %w", err)
 	}
 	d := orgData{Flows: flows, FlowCount: n, Environments: envs}
-	trails, _, err := s.store.ListTrails(c.ctx(), c.p.Org.ID, store.TrailFilter{Page: store.Page{Page: 1, PerPage: recentTrails}})
+	trails, _, err := s.store.ListTrails(c.ctx(), c.p.Org.ID, store.TrailFilter{Page: store.Page{Page: 1, PerPage: recentTrails},
+		NoTotal: true})
 	if err != nil {
 		return "", "", nil, fmt.Errorf("list trails: %w", err)
 	}

@@ -240,6 +240,9 @@ type TrailFilter struct {
 	FlowIDs     []string // nil = every flow of the organization
 	Fingerprint string
 	Page
+	// NoTotal skips counting the trails the filter matches (ListTrails answers 0): a caller
+	// that shows no total saves a count that grows with the organization.
+	NoTotal bool
 }
 
 // ArtifactFilter narrows ListArtifacts.

@@ -53,6 +53,15 @@ artifacts:
 `,
 }
 
+// Issue 21's targets for assert: with ingest at half its capacity in the same process, >= 0.5x
+// the bare GET with p99 under 5 ms; alone, >= 0.8x with p99 within 1.2x of the bare GET's.
+const (
+	MixedRatioTarget = 0.5
+	MixedP99TargetMs = 5.0
+	AloneRatioTarget = 0.8
+	AloneP99Factor   = 1.2
+)
+
 // AssertResult is one run of RunAssert.
 type AssertResult struct {
 	Machine  Machine        `json:"machine"`
@@ -80,6 +89,19 @@ type AssertResult struct {
 	LoadWrites  int64   `json:"load_writes"`
 	LoadRate    float64 `json:"load_writes_per_second"`
 	LoadTarget  int     `json:"load_writes_per_second_sent_at_most"`
+	// IngestCapacity is how many attestations a second MixedWriters writers back to back got
+	// accepted with no reader beside them; Mixed is environment scope while they send half of
+	// that, MixedRate a second of them accepted during the phase (issue 21 item 2).
+	IngestCapacity float64 `json:"ingest_capacity_per_second"`
+	MixedWriters   int     `json:"mixed_writers"`
+	Mixed          Phase   `json:"assert_environment_mixed"`
+	MixedRate      float64 `json:"mixed_writes_per_second"`
+	// MixedRatio is Mixed over Bare; MixedMet is it against MixedRatioTarget with Mixed's p99
+	// under MixedP99TargetMs; AloneMet is Environment against AloneRatioTarget with its p99
+	// within AloneP99Factor of Bare's.
+	MixedRatio float64 `json:"mixed_over_bare"`
+	MixedMet   bool    `json:"mixed_met"`
+	AloneMet   bool    `json:"alone_met"`
 	// Ratio is Environment over Bare, against RatioTarget; P99Met is Environment's p99 against AssertP99TargetMs.
 	Ratio       float64 `json:"environment_over_bare"`
 	RatioTarget float64 `json:"environment_over_bare_target"`
@@ -219,9 +241,28 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 	res.LoadRate = float64(res.LoadWrites) / res.Loaded.Seconds
 	fmt.Fprintf(cfg.Progress, "bench: assert in environment scope under ingest load: %.0f/s, p50 %.2f ms, p99 %.2f ms, %.0f attestations/s accepted\n",
 		res.Loaded.PerSecond, res.Loaded.P50ms, res.Loaded.P99ms, res.LoadRate)
+	res.MixedWriters = cfg.Concurrency
+	if res.IngestCapacity, err = ingestCapacity(ctx, cfg, pr, fps, res.MixedWriters); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Progress, "bench: ingest capacity, %d writers back to back, no reader: %.0f attestations/s\n",
+		res.MixedWriters, res.IngestCapacity)
+	half := res.IngestCapacity / 2
+	var mixed int64
+	res.Mixed, mixed, err = assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps, res.MixedWriters,
+		time.Duration(float64(res.MixedWriters)*float64(time.Second)/half))
+	if err != nil {
+		return nil, err
+	}
+	res.MixedRate = float64(mixed) / res.Mixed.Seconds
+	fmt.Fprintf(cfg.Progress, "bench: assert in environment scope, ingest at half its capacity: %.0f/s, p50 %.2f ms, p99 %.2f ms, %.0f attestations/s accepted\n",
+		res.Mixed.PerSecond, res.Mixed.P50ms, res.Mixed.P99ms, res.MixedRate)
 	res.Ratio = res.Environment.PerSecond / res.Bare.PerSecond
 	res.RatioMet = res.Ratio >= RatioTarget
 	res.P99Met = res.Environment.P99ms < AssertP99TargetMs
+	res.MixedRatio = res.Mixed.PerSecond / res.Bare.PerSecond
+	res.MixedMet = res.MixedRatio >= MixedRatioTarget && res.Mixed.P99ms < MixedP99TargetMs
+	res.AloneMet = res.Ratio >= AloneRatioTarget && res.Environment.P99ms <= AloneP99Factor*res.Bare.P99ms
 	return res, nil
 }
 
@@ -330,21 +371,75 @@ func prepareAsserts(ctx context.Context, pr *product, fps []string) error {
 }
 
 // assertWhileChanging measures environment-scope asserts while writers report passing junit
-// attestations on one running artifact after another: one every interval, or, with interval 0,
-// each writer back to back. The writers are other pipelines with a key of their own, through
-// pr.writerBase: reads wait for the writes of their organization acknowledged before them (read
-// after write), whoever made them.
+// attestations on one running artifact after another (see startWriters).
 func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(int) string, fps []string, writers int,
 	interval time.Duration) (Phase, int64, error) {
 	t := &target{client: pr.client, method: http.MethodGet, url: url, token: pr.secret,
 		contentType: "application/json; charset=utf-8", want: 200}
+	w, err := startWriters(ctx, pr, fps, writers, interval)
+	if err != nil {
+		return Phase{}, 0, err
+	}
+	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, nil)
+	w.changes.Store(0)
+	ph := hammer(ctx, t, cfg.Concurrency, cfg.Duration, nil)
+	n := w.changes.Load()
+	if err := w.stop(); err != nil {
+		return ph, n, err
+	}
+	if ph.OK == 0 {
+		return ph, n, fmt.Errorf("bench: assert while evidence changes answered no request: %s", ph.FirstErr)
+	}
+	return ph, n, ctx.Err()
+}
+
+// ingestCapacity is how many attestations a second writers back to back get accepted with no
+// reader beside them: the capacity the mixed phase loads ingest to half of.
+func ingestCapacity(ctx context.Context, cfg Config, pr *product, fps []string, writers int) (float64, error) {
+	w, err := startWriters(ctx, pr, fps, writers, 0)
+	if err != nil {
+		return 0, err
+	}
+	wait := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	wait(cfg.Warmup)
+	w.changes.Store(0)
+	began := time.Now()
+	wait(cfg.Duration)
+	n := w.changes.Load()
+	el := time.Since(began)
+	if err := w.stop(); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, errors.New("bench: ingest accepted no attestation while measuring its capacity")
+	}
+	return float64(n) / el.Seconds(), ctx.Err()
+}
+
+// writerPool is startWriters' running writers.
+type writerPool struct {
+	changes atomic.Int64
+	stop    func() error
+}
+
+// startWriters starts writers reporting passing junit attestations on one running artifact
+// after another: one every interval each, or, with interval 0, each back to back. The writers
+// are other pipelines with a key of their own, through pr.writerBase: reads wait for the writes
+// of their organization acknowledged before them (read after write), whoever made them. stop
+// ends them and answers the first error one of them met.
+func startWriters(ctx context.Context, pr *product, fps []string, writers int, interval time.Duration) (*writerPool, error) {
 	org, err := pr.r.Store.OrgByName(ctx, benchOrg)
 	if err != nil {
-		return Phase{}, 0, fmt.Errorf("bench: the organization: %w", err)
+		return nil, fmt.Errorf("bench: the organization: %w", err)
 	}
 	writer := app.NewSecret()
 	if err := app.CreateOrgKey(ctx, pr.r.Store, org, "pipeline-"+writer[len(writer)-8:], store.RoleMember, writer); err != nil {
-		return Phase{}, 0, fmt.Errorf("bench: the writer's key: %w", err)
+		return nil, fmt.Errorf("bench: the writer's key: %w", err)
 	}
 	base := pr.writerBase
 	if base == "" {
@@ -352,9 +447,8 @@ func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(
 	}
 	// The writers' own connections: sharing the readers' pool, they waited for one behind them.
 	wclient := newClient(writers)
-	defer wclient.CloseIdleConnections()
-	wctx, stop := context.WithCancel(ctx)
-	var changes atomic.Int64
+	wctx, cancel := context.WithCancel(ctx)
+	p := &writerPool{}
 	var werrMu sync.Mutex
 	var werr error
 	var wg sync.WaitGroup
@@ -389,23 +483,20 @@ func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(
 					}
 					return
 				}
-				changes.Add(1)
+				p.changes.Add(1)
 			}
 		})
 	}
-	hammer(ctx, t, cfg.Concurrency, cfg.Warmup, nil)
-	changes.Store(0)
-	ph := hammer(ctx, t, cfg.Concurrency, cfg.Duration, nil)
-	n := changes.Load()
-	stop()
-	wg.Wait()
-	if werr != nil {
-		return ph, n, fmt.Errorf("bench: a writer of the changing phase: %w", werr)
+	p.stop = func() error {
+		cancel()
+		wg.Wait()
+		wclient.CloseIdleConnections()
+		if werr != nil {
+			return fmt.Errorf("bench: a writer of the changing phase: %w", werr)
+		}
+		return nil
 	}
-	if ph.OK == 0 {
-		return ph, n, fmt.Errorf("bench: assert while evidence changes answered no request: %s", ph.FirstErr)
-	}
-	return ph, n, ctx.Err()
+	return p, nil
 }
 
 // WriteTable prints the assert run.
@@ -423,7 +514,8 @@ func (r *AssertResult) WriteTable(w io.Writer) error {
 	}{{"bare Huma GET (baseline)", r.Bare}, {"assert, environment scope", r.Environment}, {"assert, flow scope", r.Flow},
 		{"assert, policy scope (on the fly)", r.Policy},
 		{fmt.Sprintf("assert, environment, %.0f changes/s", r.ChurnPerSecond), r.Changing},
-		{fmt.Sprintf("assert, environment, %d writes/s", r.LoadTarget), r.Loaded}} {
+		{fmt.Sprintf("assert, environment, %d writes/s", r.LoadTarget), r.Loaded},
+		{fmt.Sprintf("assert, environment, %.0f writes/s (half)", r.IngestCapacity/2), r.Mixed}} {
 		fmt.Fprintf(w, row, p.name, fmt.Sprintf("%.0f", p.PerSecond), fmt.Sprintf("%.2f", p.P50ms), fmt.Sprintf("%.2f", p.P90ms),
 			fmt.Sprintf("%.2f", p.P99ms), fmt.Sprintf("%.2f", p.MaxMs), fmt.Sprint(p.OK), fmt.Sprint(p.Errors))
 		if p.FirstErr != "" {
@@ -436,5 +528,11 @@ func (r *AssertResult) WriteTable(w io.Writer) error {
 	verdict := map[bool]string{true: "met", false: "MISSED"}
 	fmt.Fprintf(tw, "environment-scope assert / bare GET\t%.2f (target >= %.1f: %s)\n", r.Ratio, r.RatioTarget, verdict[r.RatioMet])
 	fmt.Fprintf(tw, "environment-scope assert p99\t%.2f ms (target < %.0f ms: %s)\n", r.Environment.P99ms, AssertP99TargetMs, verdict[r.P99Met])
+	fmt.Fprintf(tw, "ingest capacity, %d writers, no reader\t%.0f attestations/s; the mixed phase sent half, %.0f/s accepted\n",
+		r.MixedWriters, r.IngestCapacity, r.MixedRate)
+	fmt.Fprintf(tw, "alone: assert / bare GET, p99 / bare p99\t%.2f, %.2f (target >= %.1f, <= %.1f: %s)\n", r.Ratio,
+		r.Environment.P99ms/r.Bare.P99ms, AloneRatioTarget, AloneP99Factor, verdict[r.AloneMet])
+	fmt.Fprintf(tw, "mixed: assert / bare GET, p99\t%.2f, %.2f ms (target >= %.1f, < %.0f ms: %s)\n", r.MixedRatio,
+		r.Mixed.P99ms, MixedRatioTarget, MixedP99TargetMs, verdict[r.MixedMet])
 	return tw.Flush()
 }

@@ -24,16 +24,19 @@ func TestRunAssert(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, progress.String())
 	}
 	for name, p := range map[string]Phase{"bare": res.Bare, "environment": res.Environment, "flow": res.Flow, "policy": res.Policy,
-		"changing": res.Changing, "loaded": res.Loaded} {
+		"changing": res.Changing, "loaded": res.Loaded, "mixed": res.Mixed} {
 		if p.OK == 0 || p.Errors != 0 {
 			t.Errorf("%s: %+v", name, p)
 		}
 	}
-	if res.Changes == 0 || res.LoadWrites == 0 {
-		t.Errorf("the changing phases accepted %d and %d attestations", res.Changes, res.LoadWrites)
+	if res.Changes == 0 || res.LoadWrites == 0 || res.MixedRate == 0 {
+		t.Errorf("the changing phases accepted %d, %d and %.0f/s attestations", res.Changes, res.LoadWrites, res.MixedRate)
+	}
+	if res.IngestCapacity <= 0 || res.MixedRatio <= 0 {
+		t.Errorf("ingest capacity %.0f/s, mixed ratio %.2f", res.IngestCapacity, res.MixedRatio)
 	}
 	var table bytes.Buffer
-	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "environment-scope assert / bare GET") {
+	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "mixed: assert / bare GET") {
 		t.Errorf("table: %v\n%s", err, table.String())
 	}
 }
@@ -55,7 +58,7 @@ func TestRunAssertDistributed(t *testing.T) {
 		t.Errorf("mode %q", res.Settings.Mode)
 	}
 	for name, p := range map[string]Phase{"environment": res.Environment, "flow": res.Flow, "policy": res.Policy, "changing": res.Changing,
-		"loaded": res.Loaded} {
+		"loaded": res.Loaded, "mixed": res.Mixed} {
 		if p.OK == 0 || p.Errors != 0 {
 			t.Errorf("%s: %+v", name, p)
 		}

@@ -13,7 +13,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"time"
+
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/procmem"
 )
 
 // RatioTarget is the brief's target: ingest accepts attestations at >= 0.5x the bare Huma
@@ -23,6 +26,9 @@ const RatioTarget = 0.5
 // DistributedTarget is the brief's target for the distributed evaluator on PostgreSQL: >= 0.5x
 // the embedded evaluator's rate, each alone on a backlog.
 const DistributedTarget = 0.5
+
+// ResidentTargetMB is issue 21's bound on serve's resident set under the bench's load.
+const ResidentTargetMB = 300
 
 // keptUpShare is how much of the ingest rate the evaluator must apply during the load to
 // count as keeping up: below it the backlog grows by more than a tenth of what is accepted.
@@ -164,6 +170,9 @@ type Result struct {
 	Distributed *DistributedApart `json:"distributed,omitempty"`
 	// ProductLog counts the warnings and errors the product logged during the ingest phase.
 	ProductLog []LogCount `json:"product_log,omitempty"`
+	// Resident is the process's resident set at the end of the ingest phase (the embedded
+	// product, its evaluator and the load generator together) and its peak during it.
+	Resident procmem.Usage `json:"resident"`
 }
 
 // Run measures the baseline, then the product.
@@ -190,6 +199,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	// Start the product from a clean heap so the baseline's garbage is not collected on its time.
 	runtime.GC()
+	debug.FreeOSMemory()
+	procmem.ClearPeak()
 	if err := runIngest(ctx, cfg, body, contentType, res); err != nil {
 		return nil, err
 	}

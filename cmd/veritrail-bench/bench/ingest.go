@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/procmem"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/notify/tier"
@@ -175,6 +176,7 @@ func runIngest(ctx context.Context, cfg Config, body []byte, contentType string,
 	stopProfile()
 	res.Evaluator = p.ev
 	res.ProductLog = logs.counts()
+	res.Resident = procmem.Read()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -59,6 +59,10 @@ func (r *Result) WriteTable(w io.Writer) error {
 		kept = "NO"
 	}
 	fmt.Fprintf(tw, "evaluator kept up\t%s (needs >= %.2fx the ingest rate during the load and a complete drain)\n", kept, keptUpShare)
+	if m := r.Resident; m.RSSMB > 0 {
+		fmt.Fprintf(tw, "resident set, ingest phase\t%.0f MB at its end, peak %.0f MB (product, evaluator and load generator in one process; target < %d MB: %s)\n",
+			m.RSSMB, m.HWMMB, ResidentTargetMB, verdict(m.HWMMB < ResidentTargetMB))
+	}
 	if a := r.Apart; a != nil {
 		fmt.Fprintf(tw, "ingest alone\t%.0f/s, p50 %.2f ms, p99 %.2f ms: %.2fx bare (target >= %.2f: %s)\n",
 			a.Ingest.PerSecond, a.Ingest.P50ms, a.Ingest.P99ms, a.Ratio, r.RatioTarget, verdict(a.Ratio >= r.RatioTarget))

@@ -256,6 +256,9 @@ var createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)`)
 // Wipe empties every table of the schema in one transaction. The tables are read from the
 // schema itself, so a table added later is wiped too.
 func (s *Store) Wipe(ctx context.Context) error {
+	if s.trailCounts != nil {
+		defer s.trailCounts.reset() // after the delete: a count between would keep the old rows
+	}
 	return s.Update(ctx, func(tx store.Tx) error {
 		t := tx.(*txn)
 		for _, stmt := range slices.Concat(schemaStatements, policyStatements, addedTables) {

@@ -40,6 +40,16 @@ func (d dialect) migrations() migrate.Plan {
 			// A trigger's bus message metadata (the trace context of the change it derives from)
 			// as JSON; NULL for none.
 			{Version: 8, Name: "trigger metadata", Up: migrate.Statements(`ALTER TABLE trigger_outbox ADD COLUMN metadata TEXT`)},
+			// A flow's trails newest first (the API's list with ?flow=, the flow page): without it
+			// the list walked every trail of the organization (trails_org) to keep the flow's, so
+			// it slowed down with the store. In the list's order, and with org_id, so that the
+			// page and the total are read from the index alone.
+			{Version: 9, Name: "trails by flow", Up: migrate.Statements(
+				`CREATE INDEX IF NOT EXISTS trails_flow ON trails (flow_id, created_at DESC, id, org_id)`)},
+			// PostgreSQL: the transaction that inserted each trail, indexed by organization, so that
+			// a list's total counts only the trails inserted since its last count (see trailCounts). Trails of earlier
+			// builds get 0: they are all committed. SQLite needs nothing (its rowids serve).
+			{Version: 10, Name: "trail insert transactions", Up: d.trailXids},
 		},
 	}
 }
@@ -127,4 +137,16 @@ func (d dialect) addColumns(ctx context.Context, tx migrate.Execer) error {
 		}
 	}
 	return nil
+}
+
+// trailXids is version 10 (PostgreSQL only).
+func (d dialect) trailXids(ctx context.Context, tx migrate.Execer) error {
+	if d.name != postgresDialect.name {
+		return nil
+	}
+	return migrate.Statements(
+		`ALTER TABLE trails ADD COLUMN IF NOT EXISTS xid BIGINT NOT NULL DEFAULT 0`,
+		`ALTER TABLE trails ALTER COLUMN xid SET DEFAULT (pg_current_xact_id()::text::bigint)`,
+		`CREATE INDEX IF NOT EXISTS trails_org_xid ON trails (org_id, xid)`,
+	)(ctx, tx)
 }

@@ -41,7 +41,7 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8) // keep them: reopening a SQLite connection is costly
-	s := &Store{d: sqliteDialect, w: w, r: r, wstmts: newStmtCache(w), rstmts: newStmtCache(r)}
+	s := &Store{d: sqliteDialect, w: w, r: r, wstmts: newStmtCache(w), rstmts: newStmtCache(r), trailCounts: newTrailCounts()}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -71,7 +71,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlstore: connect postgres: %w", err)
 	}
 	cache := newStmtCache(db)
-	s := &Store{d: postgresDialect, w: db, r: db, wstmts: cache, rstmts: cache, dsn: dsn}
+	s := &Store{d: postgresDialect, w: db, r: db, wstmts: cache, rstmts: cache, dsn: dsn, trailCounts: newTrailCounts()}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err

@@ -17,6 +17,8 @@ import (
 type reads struct {
 	d dialect
 	q querier
+	// counts, when set, answers the totals of trail lists (the read pool; see trailCounts).
+	counts *trailCounts
 }
 
 func (r reads) row(ctx context.Context, q string, args ...any) rowScanner {
@@ -359,7 +361,19 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 		where += ` AND id IN (SELECT trail_id FROM artifacts WHERE org_id = ? AND fingerprint = ?)`
 		args = append(args, orgID, f.Fingerprint)
 	}
-	total, err := r.count(ctx, "trails", oneOffIf(f.FlowIDs != nil)+`SELECT COUNT(*) FROM trails `+where, args...)
+	total := 0
+	var err error
+	switch {
+	case f.NoTotal:
+	case r.counts != nil && f.Fingerprint == "" && (f.FlowIDs == nil || len(f.FlowIDs) == 1 && f.FlowIDs[0] != ""):
+		flow := ""
+		if f.FlowIDs != nil {
+			flow = f.FlowIDs[0]
+		}
+		total, err = r.counts.count(ctx, r, orgID, flow)
+	default:
+		total, err = r.count(ctx, "trails", oneOffIf(f.FlowIDs != nil)+`SELECT COUNT(*) FROM trails `+where, args...)
+	}
 	if err != nil {
 		return nil, 0, err
 	}

@@ -32,6 +32,8 @@ type Store struct {
 	// ckpt checkpoints SQLite's log through ckptDB, its own connection (nil on PostgreSQL).
 	ckpt   *walcheckpoint.Checkpointer
 	ckptDB *sql.DB
+	// trailCounts keeps the totals of trail lists between reads.
+	trailCounts *trailCounts
 }
 
 // Statements is how many statements (round trips) the store has sent so far.
@@ -69,7 +71,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) reader() reads { return reads{d: s.d, q: querier{stmts: s.rstmts, count: &s.sent}} }
+func (s *Store) reader() reads {
+	return reads{d: s.d, q: querier{stmts: s.rstmts, count: &s.sent}, counts: s.trailCounts}
+}
 
 // Update runs fn in one transaction.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {

@@ -94,7 +94,7 @@ func restore(t *testing.T, dsn, schema, dump string) {
 }
 
 // latestVersion is the store's last migration (migrations in migrate.go).
-const latestVersion = 8
+const latestVersion = 10
 
 func checkUpgraded(t *testing.T, s *sqlstore.Store) {
 	t.Helper()
@@ -105,6 +105,15 @@ func checkUpgraded(t *testing.T, s *sqlstore.Store) {
 	var n int
 	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM store_migrations`).Scan(&n); err != nil || n != latestVersion {
 		t.Fatalf("store_migrations rows = %d, %v; want %d", n, err, latestVersion)
+	}
+	// Version 7's index, which the fixture's schema did not have.
+	err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'trails_flow'`).Scan(&n)
+	if err != nil { // PostgreSQL
+		err = s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_indexes
+			WHERE schemaname = current_schema() AND indexname = 'trails_flow'`).Scan(&n)
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("index trails_flow: %d, %v; want it", n, err)
 	}
 	org, err := s.OrgByName(ctx, "acme")
 	if err != nil || org.ID != "org-fixture" {

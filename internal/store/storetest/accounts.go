@@ -264,6 +264,10 @@ func testWipe(t *testing.T, e *env) {
 	f := e.flow(t, o.ID, "f-1", "web")
 	tr := e.trail(t, f, "tr-1", "main", t0)
 	e.attestation(t, tr, "at-1", "unit", t0)
+	e.trail(t, f, "tr-0", "old", t0)
+	if _, n, err := e.s.ListTrails(e.ctx, o.ID, store.TrailFilter{}); err != nil || n != 2 {
+		t.Fatalf("ListTrails before wipe: total %d, %v; want 2", n, err)
+	}
 	must(t, "CreateUser", e.s.CreateUser(e.ctx, store.User{ID: "u-1", Name: "jane", CreatedAt: t0}))
 	must(t, "AddMember", e.s.AddMember(e.ctx, "u-1", o.ID, store.RoleAdmin))
 	sa := e.serviceAccount(t, "sa-1", o.ID, "ci", store.RoleMember)
@@ -313,6 +317,11 @@ func testWipe(t *testing.T, e *env) {
 	if ps, err := e.s.ListPolicies(e.ctx, o.ID); err != nil || len(ps) != 0 {
 		t.Errorf("ListPolicies after wipe = %v, %v", ps, err)
 	}
-	// The emptied store is usable again.
+	// The emptied store is usable again; a list's total counts the new trail alone.
 	e.org(t, "org-a", "acme")
+	e.flow(t, o.ID, "f-1", "web")
+	e.trail(t, f, "tr-2", "next", t0+1)
+	if _, n, err := e.s.ListTrails(e.ctx, o.ID, store.TrailFilter{}); err != nil || n != 1 {
+		t.Errorf("ListTrails after wipe: total %d, %v; want 1", n, err)
+	}
 }

@@ -225,6 +225,7 @@ func testListTrails(t *testing.T, e *env) {
 		{"page past the end", store.TrailFilter{Page: store.Page{Page: 3, PerPage: 3}}, nil, 4},
 		{"page 0 is page 1", store.TrailFilter{Page: store.Page{PerPage: 1}}, []string{"t4"}, 4},
 		{"paged flow", store.TrailFilter{FlowIDs: []string{f1.ID}, Page: store.Page{Page: 2, PerPage: 2}}, []string{"t1"}, 3},
+		{"no total", store.TrailFilter{Page: store.Page{Page: 1, PerPage: 3}, NoTotal: true}, []string{"t4", "t3", "t2"}, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -241,6 +242,22 @@ func testListTrails(t *testing.T, e *env) {
 	checkIDs(t, "ListTrails(org-b)", got, trailID, "tb")
 	if total != 1 {
 		t.Errorf("ListTrails(org-b) total = %d, want 1", total)
+	}
+	// Totals follow trails begun after a list counted (stores may keep counts between lists).
+	e.trail(t, f1, "t5", "c5", t0+6)
+	e.trail(t, f2, "t6", "c6", t0+7)
+	for _, c := range []struct {
+		name  string
+		f     store.TrailFilter
+		total int
+	}{
+		{"every flow", store.TrailFilter{}, 6},
+		{"one flow", store.TrailFilter{FlowIDs: []string{f1.ID}}, 4},
+		{"the other flow", store.TrailFilter{FlowIDs: []string{f2.ID}}, 2},
+	} {
+		if _, total, err := e.s.ListTrails(e.ctx, "org-a", c.f); err != nil || total != c.total {
+			t.Errorf("%s after new trails: total %d, %v; want %d", c.name, total, err, c.total)
+		}
 	}
 }
 
