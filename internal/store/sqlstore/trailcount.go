@@ -80,7 +80,7 @@ func (c *trailCounts) count(ctx context.Context, r reads, orgID, flow string) (i
 // countPostgres is count on PostgreSQL, where the mark is a transaction ID instead of a rowid:
 // every transaction below the snapshot's xmin has ended, so the trails they inserted that this
 // snapshot sees are seen by every later one and their count can be kept; the trails of later
-// transactions are counted afresh each time, from the organization's xid index (migration 8). The mark
+// transactions are counted afresh each time, from the organization's xid index (migration 10). The mark
 // starts at 0, which the trails of builds before that migration carry.
 func (c *trailCounts) countPostgres(ctx context.Context, r reads, key trailCountKey, mark trailCountMark) (int, error) {
 	if key.flow != "" {
