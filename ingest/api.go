@@ -256,6 +256,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerUsers()
 	a.registerRepos()
 	declareUpdates(a.huma)
+	declareErrors(a.huma)
 
 	if d.Tracing != nil {
 		a.tracer = d.Tracing.Tracer("github.com/veritrail/veritrail/ingest")
