@@ -216,6 +216,7 @@ func New(cfg Config, d Deps) *API {
 
 	a.mux.Use(func(next http.Handler) http.Handler { return limits.BoundTransfers(cfg.Limits, next) })
 	a.mux.Use(a.recoverPanics)
+	a.mux.Use(joinRepoName) // before routing: a repository name may span several segments
 
 	hc := huma.DefaultConfig("Veritrail API", "2.0")
 	hc.Info.Description = "Supply-chain compliance evidence: flows, trails, artifacts, attestations. Speaks the Kosli API v2."

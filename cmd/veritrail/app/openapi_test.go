@@ -84,7 +84,12 @@ func parseDescription(b []byte) (*description, error) {
 	var spec struct {
 		Paths map[string]map[string]struct {
 			OperationID string `json:"operationId"`
-			Responses   map[string]struct {
+			Parameters  []struct {
+				Name         string `json:"name"`
+				In           string `json:"in"`
+				MultiSegment bool   `json:"x-veritrail-multi-segment"`
+			} `json:"parameters"`
+			Responses map[string]struct {
 				Content map[string]struct {
 					Schema json.RawMessage `json:"schema"`
 				} `json:"content"`
@@ -100,14 +105,23 @@ func parseDescription(b []byte) (*description, error) {
 		return nil, err
 	}
 	d := &description{compiler: c, schemas: map[string]*jsonschema.Schema{}}
-	param := regexp.MustCompile(`\\\{[^}]+\\\}`)
+	param := regexp.MustCompile(`\\\{([^}]+)\\\}`)
 	for path, methods := range spec.Paths {
-		re := regexp.MustCompile("^" + param.ReplaceAllString(regexp.QuoteMeta(path), "[^/]+") + "$")
 		var static []bool
 		for _, s := range strings.Split(strings.Trim(path, "/"), "/") {
 			static = append(static, !strings.HasPrefix(s, "{"))
 		}
 		for method, o := range methods {
+			// A parameter the description marks as spanning segments may hold '/'.
+			re := regexp.MustCompile("^" + param.ReplaceAllStringFunc(regexp.QuoteMeta(path), func(s string) string {
+				name := param.FindStringSubmatch(s)[1]
+				for _, p := range o.Parameters {
+					if p.In == "path" && p.Name == name && p.MultiSegment {
+						return ".+"
+					}
+				}
+				return "[^/]+"
+			}) + "$")
 			op := describedOp{id: o.OperationID, method: strings.ToUpper(method), template: path, re: re, static: static,
 				responses: map[string]map[string]bool{}}
 			for status, r := range o.Responses {
