@@ -148,6 +148,10 @@ func TestQueryErrorLocations(t *testing.T) {
 			{"/environments/" + org + "?page=-2", "query.page", "Input should be greater than or equal to 0 [input: -2]"},
 			{"/snapshots/" + org + "/prod?page=1&per_page=15&interval=&reverse=sideways", "query.reverse",
 				"Input should be a valid boolean, unable to interpret input [input: sideways]"},
+			{"/controls/" + org + "?page=1&per_page=", "query.per_page",
+				"Input should be a valid integer, unable to parse string as an integer [input: ]"},
+			{"/controls/" + org + "?page=1&per_page=15&archived", "query.archived",
+				"Input should be a valid boolean, unable to interpret input [input: ]"},
 			{"/environments/" + org + "?type=K8S&type=k8s", "query.type[1]",
 				"Input should be 'K8S', 'ECS', 'S3', 'lambda', 'server', 'docker', 'azure-apps', 'cloud-run' or 'logical' [input: k8s]"},
 		} {
