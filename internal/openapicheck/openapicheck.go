@@ -10,6 +10,7 @@ package openapicheck
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,12 +33,19 @@ const Prefix = "/api/v2"
 // (a repository name, sent as several segments); OpenAPI has no word for it.
 const MultiSegment = "x-veritrail-multi-segment"
 
-// operation is one operation of the description.
+// Operation is one operation of the description, as a test that calls every operation needs it.
+type Operation struct {
+	ID, Method, Template string
+	QueryParams          []string // the names of its query parameters
+	HasBody              bool     // it declares a request body
+}
+
+// operation is one operation of the description, compiled.
 type operation struct {
-	id, method, template string
-	re                   *regexp.Regexp
-	static               []bool                     // per path segment: a literal, not a parameter
-	responses            map[string]map[string]bool // status -> content type -> has a schema
+	Operation
+	re        *regexp.Regexp
+	static    []bool                     // per path segment: a literal, not a parameter
+	responses map[string]map[string]bool // status -> content type -> has a schema
 }
 
 // Description is a served OpenAPI description, compiled for checking answers. It is safe for
@@ -66,7 +74,8 @@ func Parse(b []byte) (*Description, error) {
 				In           string `json:"in"`
 				MultiSegment bool   `json:"x-veritrail-multi-segment"`
 			} `json:"parameters"`
-			Responses map[string]struct {
+			RequestBody json.RawMessage `json:"requestBody"`
+			Responses   map[string]struct {
 				Content map[string]struct {
 					Schema json.RawMessage `json:"schema"`
 				} `json:"content"`
@@ -98,8 +107,13 @@ func Parse(b []byte) (*Description, error) {
 				}
 				return "[^/]+"
 			}) + "$")
-			op := operation{id: o.OperationID, method: strings.ToUpper(method), template: path, re: re, static: static,
-				responses: map[string]map[string]bool{}}
+			op := operation{Operation: Operation{ID: o.OperationID, Method: strings.ToUpper(method), Template: path,
+				HasBody: len(o.RequestBody) > 0}, re: re, static: static, responses: map[string]map[string]bool{}}
+			for _, p := range o.Parameters {
+				if p.In == "query" {
+					op.QueryParams = append(op.QueryParams, p.Name)
+				}
+			}
 			for status, r := range o.Responses {
 				op.responses[status] = map[string]bool{}
 				for ct, m := range r.Content {
@@ -112,6 +126,18 @@ func Parse(b []byte) (*Description, error) {
 	return d, nil
 }
 
+// Operations lists the description's operations by path template, then method.
+func (d *Description) Operations() []Operation {
+	ops := make([]Operation, len(d.ops))
+	for i, o := range d.ops {
+		ops[i] = o.Operation
+	}
+	slices.SortFunc(ops, func(a, b Operation) int {
+		return cmp.Or(strings.Compare(a.Template, b.Template), strings.Compare(a.Method, b.Method))
+	})
+	return ops
+}
+
 // route finds the operation a request reaches, as the router picks it: among the templates that
 // match, a literal segment wins over a parameter at the first place they differ. pathMatched
 // tells whether some operation has the path (so that the method is what is missing).
@@ -122,7 +148,7 @@ func (d *Description) route(method, path string) (op *operation, pathMatched boo
 			continue
 		}
 		pathMatched = true
-		if o.method != method {
+		if o.Method != method {
 			continue
 		}
 		if op == nil || moreStatic(o.static, op.static) {
@@ -180,7 +206,7 @@ func (d *Description) Check(method, path string, status int, header http.Header,
 		}
 		return validate(s, fmt.Sprintf("%s %s (no operation), status %d", method, path, status), header, body)
 	}
-	what := fmt.Sprintf("operation %s (%s %s), status %d", op.id, method, op.template, status)
+	what := fmt.Sprintf("operation %s (%s %s), status %d", op.ID, method, op.Template, status)
 	code := fmt.Sprint(status)
 	contents, ok := op.responses[code]
 	if !ok {
@@ -202,7 +228,7 @@ func (d *Description) Check(method, path string, status int, header http.Header,
 	if !hasSchema {
 		return ""
 	}
-	s, err := d.schema("paths", op.template, strings.ToLower(method), "responses", code, "content", ct, "schema")
+	s, err := d.schema("paths", op.Template, strings.ToLower(method), "responses", code, "content", ct, "schema")
 	if err != nil {
 		return err.Error()
 	}

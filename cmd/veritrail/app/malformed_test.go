@@ -28,19 +28,8 @@ func TestMalformedRequests(t *testing.T) {
 			file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
 		k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
 
-		var spec struct {
-			Paths map[string]map[string]struct {
-				OperationID string `json:"operationId"`
-				Parameters  []struct {
-					Name string `json:"name"`
-					In   string `json:"in"`
-				} `json:"parameters"`
-				RequestBody *struct {
-					Content map[string]any `json:"content"`
-				} `json:"requestBody"`
-			} `json:"paths"`
-		}
-		if err := json.Unmarshal(newKosli(t, e.base, "").get("/api/v2/openapi.json").want(t, http.StatusOK).Body, &spec); err != nil {
+		d, err := described.Described(e.base)
+		if err != nil {
 			t.Fatal(err)
 		}
 		// Path parameters get values that exist where they can (the organization, the flow, the
@@ -49,14 +38,12 @@ func TestMalformedRequests(t *testing.T) {
 		param := regexp.MustCompile(`\{([^}]+)\}`)
 		huge := []byte(`{"name":"` + strings.Repeat("x", 2*limit) + `"}`)
 		allMethods := []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete}
+		ops := d.Operations()
+		methods := map[string][]string{} // by path template
+		for _, o := range ops {
+			methods[o.Template] = append(methods[o.Template], o.Method)
+		}
 
-		paths := slices.Sorted(func(yield func(string) bool) {
-			for p := range spec.Paths {
-				if !yield(p) {
-					return
-				}
-			}
-		})
 		answers := 0
 		check := func(what string, r reply) {
 			t.Helper()
@@ -76,56 +63,51 @@ func TestMalformedRequests(t *testing.T) {
 				t.Errorf("%s: %d carries errors but is no validation failure: %.300s", what, r.Status, r.Body)
 			}
 		}
-		for _, template := range paths {
-			path := strings.TrimPrefix(param.ReplaceAllStringFunc(template, func(s string) string {
+		for i, o := range ops {
+			path := strings.TrimPrefix(param.ReplaceAllStringFunc(o.Template, func(s string) string {
 				if v, ok := known[s[1:len(s)-1]]; ok {
 					return v
 				}
 				return "x"
 			}), apiPrefix)
-			ops := spec.Paths[template]
-			for _, m := range allMethods {
-				if _, ok := ops[strings.ToLower(m)]; !ok {
-					check(fmt.Sprintf("%s %s (no such method)", m, path), k.do(m, path, "application/json", []byte("null")))
-					break // one is enough per path
+			if i == 0 || ops[i-1].Template != o.Template {
+				for _, m := range allMethods {
+					if !slices.Contains(methods[o.Template], m) {
+						check(fmt.Sprintf("%s %s (no such method)", m, path), k.do(m, path, "application/json", []byte("null")))
+						break // one is enough per path
+					}
 				}
 			}
-			for method, o := range ops {
-				method = strings.ToUpper(method)
-				what := func(how string) string { return fmt.Sprintf("%s %s (%s), %s", method, path, o.OperationID, how) }
-				if o.RequestBody == nil {
-					q := url.Values{"bogus": {"1"}}
-					for _, p := range o.Parameters {
-						if p.In == "query" {
-							q[p.Name] = []string{"not a value!"}
-						}
-					}
-					check(what("unknown query values"), k.do(method, path+"?"+q.Encode(), "application/json; charset=utf-8", nil))
-					q = url.Values{}
-					for _, p := range o.Parameters {
-						if p.In == "query" {
-							q.Add(p.Name, "-1")
-							q.Add(p.Name, "")
-						}
-					}
-					check(what("negative and empty query values"), k.do(method, path+"?"+q.Encode(), "application/json", nil))
-					continue
+			method := o.Method
+			what := func(how string) string { return fmt.Sprintf("%s %s (%s), %s", method, path, o.ID, how) }
+			if !o.HasBody {
+				q := url.Values{"bogus": {"1"}}
+				for _, p := range o.QueryParams {
+					q[p] = []string{"not a value!"}
 				}
-				check(what("text/plain body"), k.do(method, path, "text/plain", []byte("hello")))
-				check(what("unknown content type"), k.do(method, path, "application/x-bogus", []byte("{}")))
-				check(what("JSON that does not parse"), k.do(method, path, "application/json", []byte(`{"name":`)))
-				check(what("a JSON list"), k.do(method, path, "application/json", []byte(`[1,2]`)))
-				check(what("the body null"), k.do(method, path, "application/json", []byte(`null`)))
-				check(what("a body over the limit"), k.do(method, path, "application/json", huge))
-				check(what("multipart without a boundary"), k.do(method, path, "multipart/form-data", []byte("--x\r\n")))
-				check(what("a multipart body that ends early"), k.do(method, path, "multipart/form-data; boundary=x",
-					[]byte("--x\r\nContent-Disposition: form-data; name=\"data_json\"\r\n\r\n{")))
-				var big bytes.Buffer
-				big.WriteString("--x\r\nContent-Disposition: form-data; name=\"data_json\"\r\n\r\n")
-				big.Write(huge)
-				big.WriteString("\r\n--x--\r\n")
-				check(what("a multipart part over the limit"), k.do(method, path, "multipart/form-data; boundary=x", big.Bytes()))
+				check(what("unknown query values"), k.do(method, path+"?"+q.Encode(), "application/json; charset=utf-8", nil))
+				q = url.Values{}
+				for _, p := range o.QueryParams {
+					q.Add(p, "-1")
+					q.Add(p, "")
+				}
+				check(what("negative and empty query values"), k.do(method, path+"?"+q.Encode(), "application/json", nil))
+				continue
 			}
+			check(what("text/plain body"), k.do(method, path, "text/plain", []byte("hello")))
+			check(what("unknown content type"), k.do(method, path, "application/x-bogus", []byte("{}")))
+			check(what("JSON that does not parse"), k.do(method, path, "application/json", []byte(`{"name":`)))
+			check(what("a JSON list"), k.do(method, path, "application/json", []byte(`[1,2]`)))
+			check(what("the body null"), k.do(method, path, "application/json", []byte(`null`)))
+			check(what("a body over the limit"), k.do(method, path, "application/json", huge))
+			check(what("multipart without a boundary"), k.do(method, path, "multipart/form-data", []byte("--x\r\n")))
+			check(what("a multipart body that ends early"), k.do(method, path, "multipart/form-data; boundary=x",
+				[]byte("--x\r\nContent-Disposition: form-data; name=\"data_json\"\r\n\r\n{")))
+			var big bytes.Buffer
+			big.WriteString("--x\r\nContent-Disposition: form-data; name=\"data_json\"\r\n\r\n")
+			big.Write(huge)
+			big.WriteString("\r\n--x--\r\n")
+			check(what("a multipart part over the limit"), k.do(method, path, "multipart/form-data; boundary=x", big.Bytes()))
 		}
 		if answers < 200 {
 			t.Fatalf("only %d answers: the description lists too few operations for this test to mean much", answers)
