@@ -198,8 +198,11 @@ const reposPrefix = apiPrefix + "/repos/"
 // segment and the operation reads the whole name (Huma unescapes path parameters).
 func joinRepoName(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		path := r.URL.EscapedPath()
-		if rest, ok := strings.CutPrefix(path, reposPrefix); ok {
+		if !strings.HasPrefix(r.URL.Path, reposPrefix) { // every other request: one comparison
+			next.ServeHTTP(w, r)
+			return
+		}
+		if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), reposPrefix); ok {
 			if org, name, ok := strings.Cut(rest, "/"); ok && strings.Contains(strings.Trim(name, "/"), "/") {
 				u := *r.URL
 				u.RawPath = reposPrefix + org + "/" + strings.ReplaceAll(name, "/", "%2F")
