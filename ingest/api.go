@@ -222,6 +222,7 @@ func New(cfg Config, d Deps) *API {
 	}
 	a.mux.Use(a.traceRequests) // outside recoverPanics, so that a panic's log line names the trace
 	a.mux.Use(a.recoverPanics)
+	a.mux.Use(joinRepoName) // before routing: a repository name may span several segments
 
 	hc := huma.DefaultConfig("Veritrail API", "2.0")
 	hc.Info.Description = "Supply-chain compliance evidence: flows, trails, artifacts, attestations. Speaks the Kosli API v2."
@@ -262,6 +263,7 @@ func New(cfg Config, d Deps) *API {
 	a.registerUsers()
 	a.registerRepos()
 	declareUpdates(a.huma)
+	declareErrors(a.huma)
 
 	if d.Metrics != nil {
 		a.httpMetrics = metrics.NewHTTP(d.Metrics, a.operationIDs())

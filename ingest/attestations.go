@@ -231,8 +231,12 @@ func (a *API) registerAttestations() {
 		TrailPath
 		ID string `path:"id"`
 	}
-	huma.Register(a.huma, op(http.MethodGet, "/attestations/{org}/{flow}/trail/{trail}/attestation/{id}/evidence", "getEvidence", PrivRead,
-		"Download the evidence file of an attestation", "Attestations"),
+	evidence := op(http.MethodGet, "/attestations/{org}/{flow}/trail/{trail}/attestation/{id}/evidence", "getEvidence", PrivRead,
+		"Download the evidence file of an attestation", "Attestations")
+	// A stream: Huma cannot see what it writes, so the description says it.
+	evidence.Responses = map[string]*huma.Response{"200": {Description: "The evidence file as it was attached",
+		Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}}}}}
+	huma.Register(a.huma, evidence,
 		func(ctx context.Context, in *evidenceInput) (*huma.StreamResponse, error) {
 			p := principalFrom(ctx)
 			att, err := a.store.AttestationByID(ctx, p.Org.ID, in.ID)

@@ -104,6 +104,16 @@ func installErrorModel() {
 				// Huma's "request body read timeout": the body arrived slower than Limits allow.
 				msg = "Request body read timeout: the body arrived too slowly"
 			}
+			if status == http.StatusUnsupportedMediaType {
+				// Not a validation error: {"message"} alone, naming the content type sent.
+				msg = "Unsupported media type"
+				for _, text := range fields {
+					if ct, ok := strings.CutPrefix(text, "unknown content type: "); ok {
+						msg += " '" + ct + "': send application/json"
+					}
+				}
+				fields = nil
+			}
 			if status == http.StatusUnprocessableEntity {
 				status = http.StatusBadRequest
 				msg = "Input payload validation failed"
@@ -122,14 +132,19 @@ func installErrorModel() {
 // describeDetail turns "body.fingerprint" + "expected string to match pattern X" into the
 // field name and the hosted service's wording.
 func describeDetail(d *huma.ErrorDetail) (string, string) {
+	// Body fields go by their bare name, query parameters keep their "query." (CLIENT-2.md,
+	// section 2): `query.per_page`, `query.type[0]`.
 	field := d.Location
-	for _, p := range []string{"body.", "path.", "query.", "header."} {
+	for _, p := range []string{"body.", "path.", "header."} {
 		field = strings.TrimPrefix(field, p)
 	}
 	if field == "" {
 		field = "body"
 	}
 	msg := d.Message
+	if strings.HasPrefix(field, "query.") {
+		msg = describeQueryDetail(msg, d.Value)
+	}
 	if d.Location == "body" && msg == errBodyText.Error() {
 		body, _ := d.Value.(string) // Huma gives the body as the value of a body it could not decode
 		e := textError("body", []byte(body))
@@ -170,6 +185,39 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		}
 	}
 	return field, msg
+}
+
+// describeQueryDetail words Huma's complaint about a query parameter's value as the hosted
+// service (pydantic) does, with the value the caller sent.
+func describeQueryDetail(msg string, value any) string {
+	input := value
+	if s, ok := value.(string); ok {
+		input = echo(s)
+	}
+	var bound string
+	switch {
+	case msg == "invalid integer":
+		return fmt.Sprintf("Input should be a valid integer, unable to parse string as an integer [input: %v]", input)
+	case msg == "invalid float":
+		return fmt.Sprintf("Input should be a valid number, unable to parse string as a number [input: %v]", input)
+	case msg == "invalid boolean":
+		return fmt.Sprintf("Input should be a valid boolean, unable to interpret input [input: %v]", input)
+	case scanBound(msg, "expected number >= ", &bound):
+		return fmt.Sprintf("Input should be greater than or equal to %s [input: %v]", bound, input)
+	case scanBound(msg, "expected number <= ", &bound):
+		return fmt.Sprintf("Input should be less than or equal to %s [input: %v]", bound, input)
+	case scanBound(msg, "expected number > ", &bound):
+		return fmt.Sprintf("Input should be greater than %s [input: %v]", bound, input)
+	case scanBound(msg, "expected number < ", &bound):
+		return fmt.Sprintf("Input should be less than %s [input: %v]", bound, input)
+	}
+	return msg
+}
+
+func scanBound(msg, prefix string, bound *string) bool {
+	b, ok := strings.CutPrefix(msg, prefix)
+	*bound = b
+	return ok
 }
 
 // fieldList renders a field map for logs and messages in a stable order.

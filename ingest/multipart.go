@@ -84,9 +84,8 @@ func parseForm(contentType string, body []byte, fileParts []string, maxFile, max
 			return nil, apiError(http.StatusBadRequest, "Malformed multipart part '%s': %v", name, err)
 		}
 		if int64(len(data)) > limit {
-			return nil, &Error{Status: http.StatusRequestEntityTooLarge,
-				Message: fmt.Sprintf("Part '%s' is larger than the limit of %d bytes", name, limit),
-				Errors:  map[string]string{name: fmt.Sprintf("larger than %d bytes", limit)}}
+			// Not a validation error: {"message"} alone, which names the part.
+			return nil, apiError(http.StatusRequestEntityTooLarge, "Part '%s' is larger than the limit of %d bytes", name, limit)
 		}
 		if p.FileName() != "" {
 			f.files[name] = formFile{name: p.FileName(), data: data}

@@ -154,55 +154,62 @@ func (a *API) registerRepos() {
 			return out, nil
 		})
 
-	// A name with '/' arrives as several path segments (the CLI joins paths with
-	// url.JoinPath): one route per depth, owner/repo and group/owner/repo included.
-	type RepoQuery struct {
+	// A name with '/' arrives as several path segments (the CLI joins paths with url.JoinPath),
+	// as many as the name has: gitlab.com/group/sub/sub2/repo is five. joinRepoName routes
+	// them all to this one operation; the name may also come with each '/' escaped as %2F.
+	type repoInput struct {
+		OrgPath
+		Name     string `path:"name" doc:"the repository's full name; its '/' may be sent unescaped, as separate path segments"`
 		Provider string `query:"provider" doc:"which of the repos sharing the name"`
 		ID       string `query:"id" doc:"the inner id: when given, the path's name is ignored"`
 	}
 	type repoOutput struct{ Body RepoView }
-	get := func(ctx context.Context, name string, q RepoQuery) (*repoOutput, error) {
+	o := op(http.MethodGet, "/repos/{org}/{name}", "getRepo", PrivRead, "Get a repository by name (or ?id=)", tag)
+	huma.Register(a.huma, o, func(ctx context.Context, in *repoInput) (*repoOutput, error) {
 		p := principalFrom(ctx)
 		var r store.Repo
 		var err error
-		if q.ID != "" {
-			r, err = a.repoByID(ctx, p, q.ID)
+		if in.ID != "" {
+			r, err = a.repoByID(ctx, p, in.ID)
 		} else {
-			r, err = a.repoNamed(ctx, p, name, q.Provider)
+			r, err = a.repoNamed(ctx, p, in.Name, in.Provider)
 		}
 		if err != nil {
 			return nil, err
 		}
 		return &repoOutput{Body: repoView(r)}, nil
+	})
+	// The description says which parameter spans segments (OpenAPI has no word for it).
+	for _, prm := range a.huma.OpenAPI().Paths[o.Path].Get.Parameters {
+		if prm.Name == "name" {
+			prm.Extensions = map[string]any{multiSegmentExtension: true}
+		}
 	}
-	type repoPath1 struct {
-		OrgPath
-		Name string `path:"name"`
-		RepoQuery
-	}
-	huma.Register(a.huma, op(http.MethodGet, "/repos/{org}/{name}", "getRepo", PrivRead, "Get a repository by name (or ?id=)", tag),
-		func(ctx context.Context, in *repoPath1) (*repoOutput, error) { return get(ctx, in.Name, in.RepoQuery) })
-	type repoPath2 struct {
-		OrgPath
-		Owner string `path:"owner"`
-		Name  string `path:"name"`
-		RepoQuery
-	}
-	huma.Register(a.huma, op(http.MethodGet, "/repos/{org}/{owner}/{name}", "getRepoOfOwner", PrivRead,
-		"Get a repository named owner/name", tag),
-		func(ctx context.Context, in *repoPath2) (*repoOutput, error) {
-			return get(ctx, in.Owner+"/"+in.Name, in.RepoQuery)
-		})
-	type repoPath3 struct {
-		OrgPath
-		Group string `path:"group"`
-		Owner string `path:"owner"`
-		Name  string `path:"name"`
-		RepoQuery
-	}
-	huma.Register(a.huma, op(http.MethodGet, "/repos/{org}/{group}/{owner}/{name}", "getRepoInGroup", PrivRead,
-		"Get a repository named group/owner/name", tag),
-		func(ctx context.Context, in *repoPath3) (*repoOutput, error) {
-			return get(ctx, in.Group+"/"+in.Owner+"/"+in.Name, in.RepoQuery)
-		})
+}
+
+// multiSegmentExtension marks a path parameter whose value may hold unescaped '/'.
+const multiSegmentExtension = "x-veritrail-multi-segment"
+
+// reposPrefix is where the repository routes start; joinRepoName reads the paths below it.
+const reposPrefix = apiPrefix + "/repos/"
+
+// joinRepoName routes a repository name sent as several path segments to getRepo: below
+// /api/v2/repos/{org}/ it escapes the '/' between the name's segments, so the router sees one
+// segment and the operation reads the whole name (Huma unescapes path parameters).
+func joinRepoName(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, reposPrefix) { // every other request: one comparison
+			next.ServeHTTP(w, r)
+			return
+		}
+		if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), reposPrefix); ok {
+			if org, name, ok := strings.Cut(rest, "/"); ok && strings.Contains(strings.Trim(name, "/"), "/") {
+				u := *r.URL
+				u.RawPath = reposPrefix + org + "/" + strings.ReplaceAll(name, "/", "%2F")
+				r = r.Clone(r.Context())
+				r.URL = &u
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

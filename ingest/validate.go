@@ -434,7 +434,7 @@ func checkedJSON() huma.Format {
 // first, so a request without such a value pays one short scan.
 func checkParams(ctx huma.Context, next func(huma.Context)) {
 	u := ctx.URL()
-	if cleanText(u.Path) && (!strings.Contains(u.RawQuery, "%") && cleanText(u.RawQuery)) {
+	if cleanText(u.Path) && (!strings.Contains(u.RawQuery, "%") && cleanText(u.RawQuery)) && !hasEmptyValue(u.RawQuery) {
 		next(ctx)
 		return
 	}
@@ -453,6 +453,8 @@ func checkParams(ctx huma.Context, next func(huma.Context)) {
 			for _, v := range query[p.Name] {
 				if msg := paramProblem(v); msg != "" {
 					c["query."+p.Name] = msg
+				} else if msg := emptyParamProblem(p.Schema, v); msg != "" {
+					c["query."+p.Name] = msg
 				}
 			}
 		}
@@ -464,6 +466,37 @@ func checkParams(ctx huma.Context, next func(huma.Context)) {
 	ctx.SetHeader("Content-Type", "application/json")
 	ctx.SetStatus(http.StatusBadRequest)
 	_ = json.NewEncoder(ctx.BodyWriter()).Encode(validationFailed(c))
+}
+
+// hasEmptyValue reports whether a raw query gives some parameter an empty value (`per_page=`,
+// or a bare `per_page`), without allocating: most queries have none.
+func hasEmptyValue(rawQuery string) bool {
+	for rest := rawQuery; rest != ""; {
+		var pair string
+		pair, rest, _ = strings.Cut(rest, "&")
+		if pair != "" && (!strings.Contains(pair, "=") || strings.HasSuffix(pair, "=")) {
+			return true
+		}
+	}
+	return false
+}
+
+// emptyParamProblem words an empty value of a number or boolean query parameter as the hosted
+// service does (`"query.per_page":"Input should be a valid integer, ... [input: ]"`); Huma takes
+// an empty value for an absent one. Empty strings stay allowed: the CLI always sends `interval=`.
+func emptyParamProblem(s *huma.Schema, v string) string {
+	if v != "" || s == nil {
+		return ""
+	}
+	switch s.Type {
+	case huma.TypeInteger:
+		return describeQueryDetail("invalid integer", v)
+	case huma.TypeNumber:
+		return describeQueryDetail("invalid float", v)
+	case huma.TypeBoolean:
+		return describeQueryDetail("invalid boolean", v)
+	}
+	return ""
 }
 
 // cleanText reports whether s is UTF-8 without a NUL.

@@ -128,3 +128,14 @@ func TestOpenAPINameRules(t *testing.T) {
 		}
 	}
 }
+
+func TestHasEmptyValue(t *testing.T) {
+	for q, want := range map[string]bool{
+		"": false, "page=1&per_page=15": false, "interval=&reverse=false": true, "per_page=": true,
+		"archived": true, "a=1&&b=2": false, "a=1&b": true, "tag=a%3Db": false,
+	} {
+		if got := hasEmptyValue(q); got != want {
+			t.Errorf("hasEmptyValue(%q) = %v, want %v", q, got, want)
+		}
+	}
+}

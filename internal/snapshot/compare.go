@@ -40,8 +40,8 @@ type DiffArtifact struct {
 	Fingerprint         string   `json:"fingerprint"`
 	Name                string   `json:"name"`
 	MostRecentTimestamp int64    `json:"most_recent_timestamp"` // latest creation timestamp, whole seconds; 0 if unknown
-	Flow                Optional `json:"flow"`
-	CommitURL           Optional `json:"commit_url"`
+	Flow                Optional `json:"flow" nullable:"true"`
+	CommitURL           Optional `json:"commit_url" nullable:"true"`
 	InstanceCount       int      `json:"instance_count,omitempty"`
 	S1InstanceCount     int      `json:"s1_instance_count,omitempty"`
 	S2InstanceCount     int      `json:"s2_instance_count,omitempty"`

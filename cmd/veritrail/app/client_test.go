@@ -71,6 +71,7 @@ func (k *kosli) do(method, path, contentType string, body []byte) reply {
 	if err != nil {
 		k.t.Fatal(err)
 	}
+	checkAnswer(k.t, method, req.URL.String(), resp.StatusCode, resp.Header, b)
 	return reply{Status: resp.StatusCode, Body: b, Header: resp.Header}
 }
 

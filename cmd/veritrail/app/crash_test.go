@@ -306,12 +306,14 @@ func firstReadAfterRestart(t *testing.T, r *Running, hold chan struct{}, secret 
 	t.Helper()
 	type answer struct {
 		status int
+		header http.Header
 		body   []byte
 		err    error
 	}
 	read := make(chan answer, 1)
+	url := "http://" + r.Addr + "/api/v2/trails/" + testOrg + "/" + crashFlow + "/" + crashTrail
 	go func() {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+r.Addr+"/api/v2/trails/"+testOrg+"/"+crashFlow+"/"+crashTrail, nil)
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.Header.Set("Authorization", "Bearer "+secret)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -320,7 +322,7 @@ func firstReadAfterRestart(t *testing.T, r *Running, hold chan struct{}, secret 
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
-		read <- answer{resp.StatusCode, body, err}
+		read <- answer{resp.StatusCode, resp.Header, body, err}
 	}()
 	// The read must wait for the backlog; only then is the evaluator let go.
 	for r.API.Tracker().Waiting() == 0 {
@@ -335,6 +337,7 @@ func firstReadAfterRestart(t *testing.T, r *Running, hold chan struct{}, secret 
 	if a.err != nil || a.status != http.StatusOK {
 		t.Fatalf("the first read: %d %v %s", a.status, a.err, a.body)
 	}
+	checkAnswer(t, http.MethodGet, url, a.status, a.header, a.body)
 	return a.body
 }
 

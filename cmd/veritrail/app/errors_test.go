@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -62,7 +63,12 @@ func TestAuthentication(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAnswer(t, req.Method, req.URL.String(), resp.StatusCode, resp.Header, body)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("basic auth: %d", resp.StatusCode)
 		}

@@ -115,8 +115,6 @@ func samples() map[string]sample {
 		"getDefaultOrg":          {"read", read("/user/default-org")},
 		"listRepos":              {"read", read("/repos/ORG")},
 		"getRepo":                {"read", read("/repos/ORG/solo")},
-		"getRepoOfOwner":         {"read", read("/repos/ORG/acme/app?provider=github")},
-		"getRepoInGroup":         {"read", read("/repos/ORG/grp/acme/app")},
 		"setDefaultOrg": {"read", func(_ *matrix, org string, _ bool) call {
 			return call{path: "/user/" + org, status: http.StatusOK}
 		}},
