@@ -44,6 +44,7 @@ func (a *AttestationCommon) check(c checker, _ *form) {
 	checkObject(c, "repo_info", a.RepoInfo)
 	checkExternalURLs(c, "external_urls", a.ExternalURLs)
 	checkObject(c, "annotations", a.Annotations)
+	checkOriginURL(c, "origin_url", a.OriginURL)
 }
 
 // attestation is a validated attestation ready to publish.

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -122,14 +123,19 @@ func installErrorModel() {
 // describeDetail turns "body.fingerprint" + "expected string to match pattern X" into the
 // field name and the hosted service's wording.
 func describeDetail(d *huma.ErrorDetail) (string, string) {
+	// Query parameters keep their "query." prefix, as the hosted service names them
+	// ("query.per_page"); body fields go by bare name.
 	field := d.Location
-	for _, p := range []string{"body.", "path.", "query.", "header."} {
+	for _, p := range []string{"body.", "path.", "header."} {
 		field = strings.TrimPrefix(field, p)
 	}
 	if field == "" {
 		field = "body"
 	}
 	msg := d.Message
+	if strings.HasPrefix(field, "query.") {
+		msg = queryParamMessage(msg, d.Value)
+	}
 	if d.Location == "body" && msg == errBodyText.Error() {
 		body, _ := d.Value.(string) // Huma gives the body as the value of a body it could not decode
 		e := textError("body", []byte(body))
@@ -154,6 +160,15 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		}
 		msg = fmt.Sprintf("Input should be %s [input: %v]", quotedChoices(choices), v)
 	}
+	if kind, ok := typeWords[msg]; ok { // a value of the wrong JSON type, in pydantic's words
+		v := fmt.Sprint(d.Value)
+		if s, isString := d.Value.(string); isString {
+			v = echo(s)
+		} else if b, err := json.Marshal(d.Value); err == nil {
+			v = echo(string(b))
+		}
+		msg = fmt.Sprintf("Input should be %s [input: %s]", kind, v)
+	}
 	if msg == "unexpected property" { // a property an object does not allow, in the hosted service's words
 		msg = "Extra inputs are not permitted"
 	}
@@ -170,6 +185,44 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		}
 	}
 	return field, msg
+}
+
+// typeWords are Huma's type complaints and pydantic's names of the type expected.
+var typeWords = map[string]string{
+	"expected object":  "a valid dictionary",
+	"expected array":   "a valid list",
+	"expected string":  "a valid string",
+	"expected boolean": "a valid boolean",
+	"expected number":  "a valid number",
+	"expected integer": "a valid integer",
+}
+
+// queryParamMessage words Huma's complaints about a query parameter as the hosted service's
+// pydantic does: `kosli` shows them to the user as they are.
+func queryParamMessage(msg string, value any) string {
+	in := fmt.Sprint(value)
+	if s, ok := value.(string); ok {
+		in = echo(s)
+	}
+	var bound string
+	switch {
+	case msg == "invalid integer":
+		return fmt.Sprintf("Input should be a valid integer, unable to parse string as an integer [input: %s]", in)
+	case msg == "invalid boolean":
+		return fmt.Sprintf("Input should be a valid boolean, unable to interpret input [input: %s]", in)
+	case msg == "invalid float":
+		return fmt.Sprintf("Input should be a valid number, unable to parse string as a number [input: %s]", in)
+	case scan(msg, "expected number >= %s", &bound):
+		return fmt.Sprintf("Input should be greater than or equal to %s [input: %s]", bound, in)
+	case scan(msg, "expected number <= %s", &bound):
+		return fmt.Sprintf("Input should be less than or equal to %s [input: %s]", bound, in)
+	}
+	return msg
+}
+
+func scan(s, format string, v *string) bool {
+	_, err := fmt.Sscanf(s, format, v)
+	return err == nil
 }
 
 // fieldList renders a field map for logs and messages in a stable order.

@@ -222,7 +222,7 @@ func TestRegisterFormParsesByDeclaration(t *testing.T) {
 		t.Fatalf("whole form: %d %s, want 200 %s", code, body, want)
 	}
 	code, body = post(func(w *multipart.Writer) { file(w, "big", "b.txt", "x") })
-	if code != http.StatusBadRequest || !strings.Contains(body, `"data_json":"Field required"`) {
+	if code != http.StatusBadRequest || !strings.Contains(body, `"data_json":"Field required [input: None]"`) {
 		t.Fatalf("no data_json: %d %s", code, body)
 	}
 	code, body = post(func(w *multipart.Writer) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -205,4 +206,44 @@ func (a *API) registerRepos() {
 		func(ctx context.Context, in *repoPath3) (*repoOutput, error) {
 			return get(ctx, in.Group+"/"+in.Owner+"/"+in.Name, in.RepoQuery)
 		})
+	// Deeper names (GitLab subgroups nest up to 20 levels): the router's catch-all takes the
+	// segments after the third, and the input reads them from the path it was asked for.
+	huma.Register(a.huma, op(http.MethodGet, "/repos/{org}/{group}/{owner}/{name}/*", "getRepoInSubgroup", PrivRead,
+		"Get a repository whose name has four or more segments (group/subgroup/.../name)", tag),
+		func(ctx context.Context, in *repoPathDeep) (*repoOutput, error) {
+			return get(ctx, in.fullName, RepoQuery{Provider: in.Provider, ID: in.ID})
+		})
+}
+
+// repoPathDeep is the input of a repository name of four or more segments.
+type repoPathDeep struct {
+	OrgPath
+	Group    string `path:"group"`
+	Owner    string `path:"owner"`
+	Name     string `path:"name"`
+	Provider string `query:"provider" doc:"which of the repos sharing the name"`
+	ID       string `query:"id" doc:"the inner id: when given, the path's name is ignored"`
+	fullName string
+}
+
+// Resolve takes the name from the path: everything after the organization, its segments
+// unescaped one by one.
+func (in *repoPathDeep) Resolve(ctx huma.Context) []error {
+	u := ctx.URL()
+	path := u.EscapedPath()
+	marker := "/repos/" + url.PathEscape(in.Org) + "/"
+	i := strings.Index(path, marker)
+	if i < 0 {
+		return []error{&huma.ErrorDetail{Location: "path.name", Message: "the repository name could not be read from the path", Value: path}}
+	}
+	segments := strings.Split(strings.TrimSuffix(path[i+len(marker):], "/"), "/")
+	for j, seg := range segments {
+		s, err := url.PathUnescape(seg)
+		if err != nil {
+			return []error{&huma.ErrorDetail{Location: "path.name", Message: "invalid escape in the path", Value: seg}}
+		}
+		segments[j] = s
+	}
+	in.fullName = strings.Join(segments, "/")
+	return nil
 }

@@ -434,7 +434,7 @@ func checkedJSON() huma.Format {
 // first, so a request without such a value pays one short scan.
 func checkParams(ctx huma.Context, next func(huma.Context)) {
 	u := ctx.URL()
-	if cleanText(u.Path) && (!strings.Contains(u.RawQuery, "%") && cleanText(u.RawQuery)) {
+	if cleanText(u.Path) && (!strings.Contains(u.RawQuery, "%") && cleanText(u.RawQuery)) && !emptyQueryValue(u.RawQuery) {
 		next(ctx)
 		return
 	}
@@ -453,6 +453,12 @@ func checkParams(ctx huma.Context, next func(huma.Context)) {
 			for _, v := range query[p.Name] {
 				if msg := paramProblem(v); msg != "" {
 					c["query."+p.Name] = msg
+				} else if v == "" && p.Schema != nil {
+					// Huma takes an empty value for an absent one; the hosted service refuses
+					// it for a number or a boolean (`per_page=`), and so do we.
+					if msg := queryParamMessage(emptyValueComplaint[p.Schema.Type], ""); msg != "" {
+						c["query."+p.Name] = msg
+					}
 				}
 			}
 		}
@@ -464,6 +470,18 @@ func checkParams(ctx huma.Context, next func(huma.Context)) {
 	ctx.SetHeader("Content-Type", "application/json")
 	ctx.SetStatus(http.StatusBadRequest)
 	_ = json.NewEncoder(ctx.BodyWriter()).Encode(validationFailed(c))
+}
+
+// emptyValueComplaint is Huma's parse error, by schema type, for a value that is empty.
+var emptyValueComplaint = map[string]string{
+	huma.TypeInteger: "invalid integer",
+	huma.TypeNumber:  "invalid float",
+	huma.TypeBoolean: "invalid boolean",
+}
+
+// emptyQueryValue reports whether a raw query has a parameter with an empty value ("a=&b=1").
+func emptyQueryValue(raw string) bool {
+	return strings.HasSuffix(raw, "=") || strings.Contains(raw, "=&")
 }
 
 // cleanText reports whether s is UTF-8 without a NUL.

@@ -112,8 +112,8 @@ func TestEnvironmentsAndSnapshots(t *testing.T) {
 		}
 		// CLIENT-2.md section 3: a plain message naming the value, without field errors.
 		wantMessage(t, k.get("/environments/"+org+"/prod/events?start=yesterday"), 400, "Invalid interval value: yesterday")
-		wantError(t, k.get("/environments/"+org+"/prod/events?per_page=101"), 400, "", "per_page")
-		wantError(t, k.get("/environments/"+org+"/prod/events?page=0"), 400, "", "page")
+		wantError(t, k.get("/environments/"+org+"/prod/events?per_page=101"), 400, "", "query.per_page")
+		wantError(t, k.get("/environments/"+org+"/prod/events?page=0"), 400, "", "query.page")
 
 		// The logical environment follows its member.
 		if s := k.get("/snapshots/"+org+"/all/-1").want(t, 200).JSON(t); len(s["artifacts"].([]any)) != 1 {

@@ -1,0 +1,161 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+)
+
+// The statements of CLIENT-2.md that docs/CLIENT-CONFORMANCE.md marks "fixed", each sent as the
+// Kosli CLI sends it, on both run modes.
+
+// fieldTexts checks a validation failure and returns its errors object.
+func fieldTexts(t *testing.T, r reply) map[string]string {
+	t.Helper()
+	wantError(t, r, http.StatusBadRequest, "Input payload validation failed", "")
+	var body struct {
+		Message string            `json:"message"`
+		Errors  map[string]string `json:"errors"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil || body.Message != "Input payload validation failed" {
+		t.Fatalf("not a validation failure with errors of strings: %s", r.Body)
+	}
+	return body.Errors
+}
+
+// TestConformanceQueryParameters: a query parameter that is not a number or a boolean, empty
+// or out of range, is named "query.<name>" in pydantic's words (CLIENT-2.md section 5), as
+// `kosli list ... --page-limit ”` and the like make the CLI print them.
+func TestConformanceQueryParameters(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "K8S", "description": ""}).want(t, http.StatusCreated)
+		for _, c := range []struct {
+			path  string
+			field string
+			text  string
+		}{
+			{"/controls/" + testOrg + "?page=1&per_page=", "query.per_page",
+				"Input should be a valid integer, unable to parse string as an integer [input: ]"},
+			{"/controls/" + testOrg + "?page=1&per_page=ten", "query.per_page",
+				"Input should be a valid integer, unable to parse string as an integer [input: ten]"},
+			{"/controls/" + testOrg + "?page=1&per_page=15&archived=maybe", "query.archived",
+				"Input should be a valid boolean, unable to interpret input [input: maybe]"},
+			{"/environments/" + testOrg + "?page=1&per_page=", "query.per_page",
+				"Input should be a valid integer, unable to parse string as an integer [input: ]"},
+			{"/flows/" + testOrg + "?search_by_name=a&case_sensitive=perhaps", "query.case_sensitive",
+				"Input should be a valid boolean, unable to interpret input [input: perhaps]"},
+			{"/snapshots/" + testOrg + "/prod?page=1&per_page=15&interval=&reverse=sometimes", "query.reverse",
+				"Input should be a valid boolean, unable to interpret input [input: sometimes]"},
+			{"/environments/" + testOrg + "/prod/events?page=1&per_page=101&interval=&reverse=false", "query.per_page",
+				"Input should be less than or equal to 100 [input: 101]"},
+			{"/repos/" + testOrg + "?page=1&per_page=51", "query.per_page",
+				"Input should be less than or equal to 50 [input: 51]"},
+			{"/environments/" + testOrg + "/prod/events?page=0&per_page=15&interval=&reverse=false", "query.page",
+				"Input should be greater than or equal to 1 [input: 0]"},
+		} {
+			errs := fieldTexts(t, k.get(c.path))
+			if errs[c.field] != c.text {
+				t.Errorf("%s: errors %v, want %s: %q", c.path, errs, c.field, c.text)
+			}
+		}
+		// An empty string parameter is a value, not an error (interval= is always sent).
+		k.get("/snapshots/"+testOrg+"/prod?page=1&per_page=15&interval=&reverse=false").want(t, http.StatusOK)
+	})
+}
+
+// TestConformanceBodyTexts: the body-field texts of CLIENT-2.md sections 2 and 5: a value that
+// is not an object names its input, an empty origin_url is not a URL, a missing data_json part
+// is "Field required [input: None]".
+func TestConformanceBodyTexts(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		setupFlow(t, k)
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "K8S", "description": ""}).want(t, http.StatusCreated)
+		k.send(http.MethodPost, "/controls/"+testOrg, map[string]any{"identifier": "SEC-1", "name": "s"}).want(t, http.StatusCreated)
+		generic := "/attestations/" + testOrg + "/app/trail/t1/generic"
+		for _, c := range []struct {
+			name        string
+			r           reply
+			field, text string
+		}{
+			{"annotations", k.multipart(http.MethodPost, generic, "data_json", map[string]any{"attestation_name": "a", "is_compliant": true,
+				"user_data": map[string]any{}, "annotations": ""}), "annotations", "Input should be a valid dictionary [input: ]"},
+			{"origin_url", k.multipart(http.MethodPost, generic, "data_json", map[string]any{"attestation_name": "a", "is_compliant": true,
+				"user_data": map[string]any{}, "origin_url": ""}), "origin_url", "Input should be a valid URL, input is empty"},
+			{"trail origin_url", k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t2", "origin_url": ""}),
+				"origin_url", "Input should be a valid URL, input is empty"},
+			{"override external_urls", k.send(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/override", map[string]any{
+				"attestation_name": "a", "reason": "r", "new_compliance_status": true, "original_attestation_type": "generic",
+				"user_data": map[string]any{}, "external_urls": []any{"x"}}), "external_urls", `Input should be a valid dictionary [input: ["x"]]`},
+			{"set_tags", k.send(http.MethodPatch, "/tags/"+testOrg+"/env/prod", map[string]any{"set_tags": "", "remove_tags": []string{}}),
+				"set_tags", "Input should be a valid dictionary [input: ]"},
+			{"links", k.send(http.MethodPut, "/controls/"+testOrg+"/SEC-1", map[string]any{"links": "https://example.com"}),
+				"links", "Input should be a valid dictionary [input: https://example.com]"},
+			{"missing data_json", k.multipart(http.MethodPost, generic, "payload", map[string]any{"attestation_name": "a"}),
+				"data_json", "Field required [input: None]"},
+		} {
+			if errs := fieldTexts(t, c.r); errs[c.field] != c.text {
+				t.Errorf("%s: errors %v, want %s: %q", c.name, errs, c.field, c.text)
+			}
+		}
+		// A relative origin_url is refused too; an absolute one is kept.
+		if errs := fieldTexts(t, k.multipart(http.MethodPost, generic, "data_json", map[string]any{"attestation_name": "a",
+			"is_compliant": true, "user_data": map[string]any{}, "origin_url": "ci/run/1"})); errs["origin_url"] == "" {
+			t.Errorf("a relative origin_url: %v", errs)
+		}
+		k.multipart(http.MethodPost, generic, "data_json", map[string]any{"attestation_name": "a", "is_compliant": true,
+			"user_data": map[string]any{}, "origin_url": "https://ci.example.com/run/1"}).want(t, http.StatusCreated)
+	})
+}
+
+// TestConformanceAccessDenied: an organization the key may not use is refused with the path
+// asked for, whichever route (`kosli enable beta --org other`, `update default-org other`).
+func TestConformanceAccessDenied(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		wantMessage(t, k.send(http.MethodPut, "/organizations/elsewhere/experimental_features", map[string]any{"experimental_features_enabled": true}),
+			http.StatusForbidden, "Access denied to /api/v2/organizations/elsewhere/experimental_features")
+		wantMessage(t, k.send(http.MethodPut, "/user/elsewhere", nil), http.StatusForbidden, "Access denied to /api/v2/user/elsewhere")
+		wantMessage(t, k.get("/flows/elsewhere"), http.StatusForbidden, "Access denied to /api/v2/flows/elsewhere")
+	})
+}
+
+// TestConformanceDeepRepoNames: a GitLab repository in nested subgroups arrives as one path
+// segment per part of its name (url.JoinPath), four and more included, for `kosli get repo`
+// and `kosli tag repo`.
+func TestConformanceDeepRepoNames(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app", "description": ""},
+			file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
+		for _, name := range []string{"top/sub/team/app", "top/sub/team/deeper/still/app"} {
+			k.multipart(http.MethodPut, "/trails/"+testOrg+"/app", "data_json", map[string]any{"name": "t-" + strconv.Itoa(len(name)),
+				"repo_info": map[string]any{"id": strconv.Itoa(len(name)), "name": name, "url": "https://gitlab.com/" + name, "provider": "gitlab"}}).
+				want(t, http.StatusCreated)
+			r := k.get("/repos/"+testOrg+"/"+name).want(t, http.StatusOK).JSON(t)
+			if r["name"] != name || r["provider"] != "gitlab" {
+				t.Fatalf("repo %s: %v", name, r)
+			}
+			if r := k.get("/repos/"+testOrg+"/"+name+"?provider=gitlab").want(t, http.StatusOK).JSON(t); r["name"] != name {
+				t.Fatalf("repo %s with its provider: %v", name, r)
+			}
+		}
+		wantMessage(t, k.get("/repos/"+testOrg+"/top/sub/team/nope"), http.StatusNotFound, "Repo 'top/sub/team/nope' not found")
+		wantMessage(t, k.get("/repos/"+testOrg+"/top/sub/team/app?provider=github"), http.StatusNotFound, "Repo 'top/sub/team/app' not found")
+	})
+}
+
+// TestConformanceEmptyBoundary: `start=` or `end=` given empty is "Invalid interval value: "
+// (CLIENT-2.md section 2); left out, the default window.
+func TestConformanceEmptyBoundary(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "K8S", "description": ""}).want(t, http.StatusCreated)
+		events := "/environments/" + testOrg + "/prod/events?page=1&per_page=15&interval=&reverse=false"
+		wantMessage(t, k.get(events+"&start="), http.StatusBadRequest, "Invalid interval value: ")
+		wantMessage(t, k.get(events+"&start=1&end="), http.StatusBadRequest, "Invalid interval value: ")
+		k.get(events).want(t, http.StatusOK)
+	})
+}
