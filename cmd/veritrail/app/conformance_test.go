@@ -159,3 +159,24 @@ func TestConformanceEmptyBoundary(t *testing.T) {
 		k.get(events).want(t, http.StatusOK)
 	})
 }
+
+// TestConformanceHostPrefix: `--host http://HOST/vt` makes the CLI send /vt/api/v2/... and
+// /vt/ready (CLIENT.md, transport); with a base URL of that path the server answers there, and
+// still at the root for a proxy that strips the prefix.
+func TestConformanceHostPrefix(t *testing.T) {
+	forEachModeWith(t, func(c *Config) { c.Ingest.BaseURL = "http://veritrail.test/vt" }, func(t *testing.T, e env) {
+		k := newKosli(t, e.base+"/vt/api/v2", testToken)
+		k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app", "description": ""},
+			file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
+		flow := k.get("/flows/" + testOrg + "/app").want(t, http.StatusOK).JSON(t)
+		if flow["html_url"] != "http://veritrail.test/vt/"+testOrg+"/flows/app" {
+			t.Errorf("html_url under the prefix: %v", flow["html_url"])
+		}
+		if r := newKosli(t, e.base+"/vt", "").get("/ready").want(t, http.StatusOK); string(r.Body) != "OK" {
+			t.Errorf("/vt/ready: %q", r.Body)
+		}
+		e.k.get("/flows/" + testOrg + "/app").want(t, http.StatusOK) // at the root, as behind a stripping proxy
+		wantMessage(t, k.get("/flows/"+testOrg+"/nope"), http.StatusNotFound, "Flow named 'nope' does not exist for organization '"+testOrg+"'")
+		newKosli(t, e.base+"/vtx/api/v2", testToken).get("/flows/" + testOrg + "/app").want(t, http.StatusNotFound)
+	})
+}
