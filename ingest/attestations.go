@@ -66,6 +66,7 @@ func (a *API) registerAttestations() {
 	registerAttestKind[JiraAttestation](a, "jira")
 	registerAttestKind[PullRequestAttestation](a, "pull_request")
 	registerAttestKind[DecisionAttestation](a, "system")
+	registerAttestKind[SarifAttestation](a, "sarif")
 
 	type overrideInput struct {
 		TrailPath

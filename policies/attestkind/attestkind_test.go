@@ -146,3 +146,38 @@ func TestDecodeErrorsPassThrough(t *testing.T) {
 		t.Errorf("custom: %v, want ErrUnknownKind", err)
 	}
 }
+
+// TestSarifAndSystem: a SARIF attestation is as compliant as its reporter says and needs its
+// results; a system attestation is a decision or an SBOM by its type_name.
+func TestSarifAndSystem(t *testing.T) {
+	fp := "0000000000000000000000000000000000000000000000000000000000000000"
+	tests := []struct {
+		kind, body string
+		typ        string
+		compliant  bool
+		badField   string
+	}{
+		{"sarif", `{"sarif_results": {"results": []}, "is_compliant": false}`, "sarif", false, ""},
+		{"sarif", `{"sarif_results": {"results": [{"high_count": 3}]}}`, "sarif", true, ""},
+		{"sarif", `{"is_compliant": true}`, "", false, "sarif_results"},
+		{"system", `{"type_name": "decision", "control": "C-1", "attestation_data": {"is_compliant": false}}`, "decision", false, ""},
+		{"system", `{"type_name": "sbom", "attestation_data": {"format": "spdx-json", "original_fingerprint": "` + fp + `", "document": {}}}`, "sbom", true, ""},
+		{"system", `{"type_name": "sbom", "attestation_data": {"original_fingerprint": "` + fp + `"}}`, "", false, "attestation_data.format"},
+		{"system", `{"type_name": "sbom", "attestation_data": {"format": "x", "original_fingerprint": "ABC"}}`, "", false, "attestation_data.original_fingerprint"},
+		{"system", `{"type_name": "sbom"}`, "", false, "attestation_data"},
+		{"system", `{"type_name": "other", "control": "C-1", "attestation_data": {"is_compliant": true}}`, "", false, "type_name"},
+	}
+	for _, tt := range tests {
+		v, err := Judge(tt.kind, decoder(tt.body), fields(t, tt.body))
+		if tt.badField != "" {
+			var fe FieldErrors
+			if !errors.As(err, &fe) || fe[tt.badField] == "" {
+				t.Errorf("%s %s: error %v, want one naming %s", tt.kind, tt.body, err, tt.badField)
+			}
+			continue
+		}
+		if err != nil || v.Type != tt.typ || v.Compliant != tt.compliant {
+			t.Errorf("%s %s: %+v, %v; want %s compliant %v", tt.kind, tt.body, v, err, tt.typ, tt.compliant)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -168,15 +170,62 @@ func TestConformanceHostPrefix(t *testing.T) {
 		k := newKosli(t, e.base+"/vt/api/v2", testToken)
 		k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": "app", "description": ""},
 			file{"template_file", "t.yml", []byte(simpleTemplate)}).want(t, http.StatusCreated)
-		flow := k.get("/flows/" + testOrg + "/app").want(t, http.StatusOK).JSON(t)
+		flow := k.get("/flows/"+testOrg+"/app").want(t, http.StatusOK).JSON(t)
 		if flow["html_url"] != "http://veritrail.test/vt/"+testOrg+"/flows/app" {
 			t.Errorf("html_url under the prefix: %v", flow["html_url"])
 		}
 		if r := newKosli(t, e.base+"/vt", "").get("/ready").want(t, http.StatusOK); string(r.Body) != "OK" {
 			t.Errorf("/vt/ready: %q", r.Body)
 		}
-		e.k.get("/flows/" + testOrg + "/app").want(t, http.StatusOK) // at the root, as behind a stripping proxy
+		e.k.get("/flows/"+testOrg+"/app").want(t, http.StatusOK) // at the root, as behind a stripping proxy
 		wantMessage(t, k.get("/flows/"+testOrg+"/nope"), http.StatusNotFound, "Flow named 'nope' does not exist for organization '"+testOrg+"'")
-		newKosli(t, e.base+"/vtx/api/v2", testToken).get("/flows/" + testOrg + "/app").want(t, http.StatusNotFound)
+		newKosli(t, e.base+"/vtx/api/v2", testToken).get("/flows/"+testOrg+"/app").want(t, http.StatusNotFound)
+	})
+}
+
+// TestConformanceSarifAndSbom: `kosli attest sarif` posts to .../sarif with sarif_results and
+// is_compliant; `kosli attest sbom` posts a system attestation of type_name sbom with the
+// file's format, SHA-256 and summary, and the file itself as attachment_file.
+func TestConformanceSarifAndSbom(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		setupFlow(t, k)
+		trail := "/attestations/" + testOrg + "/app/trail/t1/"
+		results := map[string]any{"schema_version": 1, "tool": map[string]any{"name": "Trivy", "version": "0.50.0"},
+			"results": []any{map[string]any{"high_count": 1, "medium_count": 0, "low_count": 0,
+				"high": []any{map[string]any{"id": "CVE-1", "message": "bad", "locations": []any{map[string]any{"uri": "go.mod", "lines": "3"}}}}}}}
+		k.multipart(http.MethodPost, trail+"sarif", "data_json", map[string]any{"attestation_name": "scan", "user_data": map[string]any{},
+			"sarif_results": results, "is_compliant": false}, file{"attachment_file", "scan.sarif", []byte(`{"version":"2.1.0"}`)}).
+			want(t, http.StatusCreated)
+		if errs := fieldTexts(t, k.multipart(http.MethodPost, trail+"sarif", "data_json", map[string]any{"attestation_name": "scan2",
+			"user_data": map[string]any{}, "is_compliant": true})); errs["sarif_results"] != "Field required" {
+			t.Errorf("sarif without results: %v", errs)
+		}
+
+		sbomFile := []byte(`{"bomFormat":"CycloneDX","specVersion":"1.5"}`)
+		sum := sha256.Sum256(sbomFile)
+		k.multipart(http.MethodPost, trail+"system", "data_json", map[string]any{"attestation_name": "bom", "user_data": map[string]any{},
+			"type_name": "sbom", "annotations": map[string]any{"sbom_format": "cyclonedx-json", "sbom_sha256": hex.EncodeToString(sum[:])},
+			"attestation_data": map[string]any{"format": "cyclonedx-json", "original_fingerprint": hex.EncodeToString(sum[:]),
+				"document": map[string]any{"package_count": 0}}}, file{"attachment_file", "bom.json", sbomFile}).want(t, http.StatusCreated)
+		if errs := fieldTexts(t, k.multipart(http.MethodPost, trail+"system", "data_json", map[string]any{"attestation_name": "bom2",
+			"type_name": "sbom", "attestation_data": map[string]any{"format": "spdx-json", "original_fingerprint": "abc"}})); errs["attestation_data.original_fingerprint"] !=
+			"String should match pattern '^[a-f0-9]{64}$' [input: abc]" {
+			t.Errorf("sbom with a bad fingerprint: %v", errs)
+		}
+
+		for name, want := range map[string]struct {
+			typ       string
+			compliant bool
+		}{"scan": {"sarif", false}, "bom": {"sbom", true}} {
+			got := k.get("/attestations/"+testOrg+"/app/trail/t1/"+name).want(t, http.StatusOK).Array(t)
+			if len(got) != 1 {
+				t.Fatalf("attestation %s: %v", name, got)
+			}
+			a := got[0].(map[string]any)
+			if a["attestation_type"] != want.typ || a["is_compliant"] != want.compliant {
+				t.Errorf("attestation %s: type %v compliant %v, want %s %v", name, a["attestation_type"], a["is_compliant"], want.typ, want.compliant)
+			}
+		}
 	})
 }
