@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -227,5 +228,36 @@ func TestConformanceSarifAndSbom(t *testing.T) {
 				t.Errorf("attestation %s: type %v compliant %v, want %s %v", name, a["attestation_type"], a["is_compliant"], want.typ, want.compliant)
 			}
 		}
+	})
+}
+
+// TestConformanceSuccessBodies: the success bodies of CLIENT-2.md section 2: the JSON string
+// "OK" from create environment, legacy create flow, tag and override, {"message":"OK"} from
+// attest artifact; the status tells created (201) from updated (200).
+func TestConformanceSuccessBodies(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		body := func(r reply, status int, want string) {
+			t.Helper()
+			if r.want(t, status); strings.TrimSpace(string(r.Body)) != want {
+				t.Errorf("body %s, want %s", r.Body, want)
+			}
+		}
+		envBody := map[string]any{"name": "prod", "type": "K8S", "description": ""}
+		body(k.send(http.MethodPut, "/environments/"+testOrg, envBody), http.StatusCreated, `"OK"`)
+		body(k.send(http.MethodPut, "/environments/"+testOrg, envBody), http.StatusOK, `"OK"`)
+		legacy := map[string]any{"name": "legacy", "description": "", "visibility": "private", "template": []string{"artifact", "unit-test"}}
+		body(k.send(http.MethodPut, "/flows/"+testOrg, legacy), http.StatusCreated, `"OK"`)
+		body(k.send(http.MethodPut, "/flows/"+testOrg, legacy), http.StatusOK, `"OK"`)
+		body(k.send(http.MethodPatch, "/tags/"+testOrg+"/environment/prod", map[string]any{"set_tags": map[string]string{"a": "b"},
+			"remove_tags": []string{"absent"}}), http.StatusOK, `"OK"`)
+		setupFlow(t, k)
+		body(k.send(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/override", map[string]any{"attestation_name": "tests",
+			"reason": "r", "new_compliance_status": true, "original_attestation_type": "generic", "user_data": map[string]any{}}),
+			http.StatusCreated, `"OK"`)
+		body(k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": strings.Repeat("a", 64), "filename": "app",
+			"git_commit": "0123456789abcdef0123456789abcdef01234567", "build_url": "https://ci.example.com/1",
+			"commit_url": "https://github.com/acme/app/commit/1", "trail_name": "t1", "template_reference_name": "app"}),
+			http.StatusCreated, `{"message":"OK"}`)
 	})
 }
