@@ -261,3 +261,28 @@ func TestConformanceSuccessBodies(t *testing.T) {
 			http.StatusCreated, `{"message":"OK"}`)
 	})
 }
+
+// TestConformanceSearchLinks: a search result's html_url has no query string (CLIENT-2.md
+// section 6), while get artifact's carries ?artifact_id=.
+func TestConformanceSearchLinks(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		setupFlow(t, k)
+		fp := strings.Repeat("b", 64)
+		k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fp, "filename": "app",
+			"git_commit": "0123456789abcdef0123456789abcdef01234567", "build_url": "https://ci.example.com/1",
+			"commit_url": "https://github.com/acme/app/commit/1", "trail_name": "t1", "template_reference_name": "app"}).want(t, http.StatusCreated)
+		found := k.get("/search/" + testOrg + "/sha/" + fp[:7]).want(t, http.StatusOK).JSON(t)
+		arts := found["artifacts"].([]any)
+		if len(arts) != 1 {
+			t.Fatalf("search: %v", found)
+		}
+		if link := arts[0].(map[string]any)["html_url"].(string); strings.Contains(link, "?") || !strings.HasSuffix(link, "/artifacts/"+fp) {
+			t.Errorf("search html_url %q, want the artifact page without a query string", link)
+		}
+		art := k.get("/artifacts/" + testOrg + "/app/fingerprint/" + fp).want(t, http.StatusOK).JSON(t)
+		if link := art["html_url"].(string); !strings.Contains(link, "?artifact_id=") {
+			t.Errorf("get artifact html_url %q lacks artifact_id", link)
+		}
+	})
+}
