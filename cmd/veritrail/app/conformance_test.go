@@ -272,7 +272,7 @@ func TestConformanceSearchLinks(t *testing.T) {
 		k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fp, "filename": "app",
 			"git_commit": "0123456789abcdef0123456789abcdef01234567", "build_url": "https://ci.example.com/1",
 			"commit_url": "https://github.com/acme/app/commit/1", "trail_name": "t1", "template_reference_name": "app"}).want(t, http.StatusCreated)
-		found := k.get("/search/" + testOrg + "/sha/" + fp[:7]).want(t, http.StatusOK).JSON(t)
+		found := k.get("/search/"+testOrg+"/sha/"+fp[:7]).want(t, http.StatusOK).JSON(t)
 		arts := found["artifacts"].([]any)
 		if len(arts) != 1 {
 			t.Fatalf("search: %v", found)
@@ -280,9 +280,32 @@ func TestConformanceSearchLinks(t *testing.T) {
 		if link := arts[0].(map[string]any)["html_url"].(string); strings.Contains(link, "?") || !strings.HasSuffix(link, "/artifacts/"+fp) {
 			t.Errorf("search html_url %q, want the artifact page without a query string", link)
 		}
-		art := k.get("/artifacts/" + testOrg + "/app/fingerprint/" + fp).want(t, http.StatusOK).JSON(t)
+		art := k.get("/artifacts/"+testOrg+"/app/fingerprint/"+fp).want(t, http.StatusOK).JSON(t)
 		if link := art["html_url"].(string); !strings.Contains(link, "?artifact_id=") {
 			t.Errorf("get artifact html_url %q lacks artifact_id", link)
 		}
+	})
+}
+
+// TestConformanceLookups: an unknown attestation id is 200 {"data": []} (CLIENT-2.md section
+// 11); an assert with neither environment nor policy has scope "flow" (section 14).
+func TestConformanceLookups(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		setupFlow(t, k)
+		got := k.get("/attestations/"+testOrg+"?attestation_id=01234567-89ab-cdef-0123-456789abcdef").want(t, http.StatusOK).JSON(t)
+		if data, ok := got["data"].([]any); !ok || len(data) != 0 {
+			t.Errorf("unknown attestation id: %v", got)
+		}
+		fp := strings.Repeat("c", 64)
+		k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fp, "filename": "app",
+			"git_commit": "0123456789abcdef0123456789abcdef01234567", "build_url": "https://ci.example.com/1",
+			"commit_url": "https://github.com/acme/app/commit/1", "trail_name": "t1", "template_reference_name": "app"}).want(t, http.StatusCreated)
+		res := k.get("/asserts/"+testOrg+"/fingerprint/"+fp).want(t, http.StatusOK).JSON(t)
+		if _, ok := res["compliant"].(bool); !ok || res["scope"] != "flow" || len(res["flows"].([]any)) != 1 {
+			t.Errorf("assert without environment or policy: %v", res)
+		}
+		wantMessage(t, k.get("/asserts/"+testOrg+"/fingerprint/"+strings.Repeat("d", 64)+"?flow_name=app"), http.StatusNotFound,
+			"Artifact with fingerprint '"+strings.Repeat("d", 64)+"' does not exist in flow 'app' belonging to organization '"+testOrg+"'")
 	})
 }
