@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -206,21 +207,32 @@ func (a *API) registerRepos() {
 		func(ctx context.Context, in *repoPath3) (*repoOutput, error) {
 			return get(ctx, in.Group+"/"+in.Owner+"/"+in.Name, in.RepoQuery)
 		})
-	// Deeper names (GitLab subgroups nest up to 20 levels): the router's catch-all takes the
-	// segments after the third, and the input reads them from the path it was asked for.
-	huma.Register(a.huma, op(http.MethodGet, "/repos/{org}/{group}/{owner}/{name}/*", "getRepoInSubgroup", PrivRead,
-		"Get a repository whose name has four or more segments (group/subgroup/.../name)", tag),
-		func(ctx context.Context, in *repoPathDeep) (*repoOutput, error) {
+	// Deeper names (GitLab nests subgroups): one operation per depth up to maxRepoDepth, each
+	// with a plain path template so that the OpenAPI description stays matchable segment by
+	// segment; the input reads the name from the path it was asked for.
+	for depth := 4; depth <= maxRepoDepth; depth++ {
+		o := op(http.MethodGet, "/repos/{org}"+strings.Repeat("/{s}", depth), fmt.Sprintf("getRepoDepth%d", depth), PrivRead,
+			fmt.Sprintf("Get a repository whose name has %d segments (group/subgroup/.../name)", depth), tag)
+		for i := 1; i <= depth; i++ {
+			name := fmt.Sprintf("s%d", i)
+			o.Path = strings.Replace(o.Path, "{s}", "{"+name+"}", 1)
+			o.Parameters = append(o.Parameters, &huma.Param{Name: name, In: "path", Required: true,
+				Schema: &huma.Schema{Type: huma.TypeString}, Description: fmt.Sprintf("segment %d of the name", i)})
+		}
+		huma.Register(a.huma, o, func(ctx context.Context, in *repoPathDeep) (*repoOutput, error) {
 			return get(ctx, in.fullName, RepoQuery{Provider: in.Provider, ID: in.ID})
 		})
+	}
 }
+
+// maxRepoDepth is the most path segments a repository name served by name may have: GitLab
+// allows deeper nesting, but names past ten segments are not seen in practice, and each depth is
+// an operation of its own in the description.
+const maxRepoDepth = 10
 
 // repoPathDeep is the input of a repository name of four or more segments.
 type repoPathDeep struct {
 	OrgPath
-	Group    string `path:"group"`
-	Owner    string `path:"owner"`
-	Name     string `path:"name"`
 	Provider string `query:"provider" doc:"which of the repos sharing the name"`
 	ID       string `query:"id" doc:"the inner id: when given, the path's name is ignored"`
 	fullName string

@@ -146,6 +146,8 @@ func TestConformanceDeepRepoNames(t *testing.T) {
 			}
 		}
 		wantMessage(t, k.get("/repos/"+testOrg+"/top/sub/team/nope"), http.StatusNotFound, "Repo 'top/sub/team/nope' not found")
+		ten := "a/b/c/d/e/f/g/h/i/j" // the deepest name served: ten segments
+		wantMessage(t, k.get("/repos/"+testOrg+"/"+ten), http.StatusNotFound, "Repo '"+ten+"' not found")
 		wantMessage(t, k.get("/repos/"+testOrg+"/top/sub/team/app?provider=github"), http.StatusNotFound, "Repo 'top/sub/team/app' not found")
 	})
 }

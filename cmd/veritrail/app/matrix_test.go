@@ -89,7 +89,7 @@ func attest(kind string, data func(m *matrix, org string) map[string]any) sample
 }
 
 func samples() map[string]sample {
-	return map[string]sample{
+	all := map[string]sample{
 		// Reads.
 		"getFlow":                {"read", read("/flows/ORG/app")},
 		"listFlows":              {"read", read("/flows/ORG")},
@@ -351,7 +351,19 @@ func samples() map[string]sample {
 			return call{path: "/service-accounts/" + org + "/svc/api-keys/" + m.key(org, fresh) + "/rotate", status: http.StatusCreated,
 				body: map[string]any{"grace_period_hours": 1}}
 		}},
+		"attest_sarif": attest("sarif", func(*matrix, string) map[string]any {
+			return map[string]any{"is_compliant": true, "sarif_results": map[string]any{"results": []any{}}}
+		}),
 	}
+	// A repository name of 4 to 10 segments: one operation per depth, none of them a repo of
+	// the fixtures (the answer past the privilege check is the 404 of an unknown name).
+	for depth := 4; depth <= 10; depth++ {
+		path := "/repos/ORG" + strings.Repeat("/seg", depth)
+		all[fmt.Sprintf("getRepoDepth%d", depth)] = sample{"read", func(_ *matrix, org string, _ bool) call {
+			return call{path: strings.ReplaceAll(path, "ORG", org), status: http.StatusNotFound}
+		}}
+	}
+	return all
 }
 
 // fixtures are the records every organization of the matrix has, each carrying its marker.
