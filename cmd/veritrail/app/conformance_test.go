@@ -311,3 +311,23 @@ func TestConformanceLookups(t *testing.T) {
 			"Artifact with fingerprint '"+strings.Repeat("d", 64)+"' does not exist in flow 'app' belonging to organization '"+testOrg+"'")
 	})
 }
+
+// TestConformanceAttachPolicyPut: CLIENT-2.md section 16 lists PUT and DELETE on an
+// environment's /policies; PUT attaches as POST does.
+func TestConformanceAttachPolicyPut(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "K8S", "description": ""}).want(t, http.StatusCreated)
+		k.multipart(http.MethodPut, "/policies/"+testOrg, "payload", map[string]any{"name": "p1", "description": "", "comment": "", "type": "env"},
+			file{"policy_file", "p.yml", []byte("_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  provenance:\n    required: true\n")}).
+			want(t, http.StatusCreated)
+		k.send(http.MethodPut, "/environments/"+testOrg+"/prod/policies", map[string]any{"policy_names": []string{"p1"}}).want(t, http.StatusOK)
+		if got := k.get("/environments/"+testOrg+"/prod").want(t, http.StatusOK).JSON(t)["policies"]; mustJSON(t, got) != `["p1"]` {
+			t.Errorf("policies after PUT: %v", got)
+		}
+		k.send(http.MethodDelete, "/environments/"+testOrg+"/prod/policies", map[string]any{"policy_names": []string{"p1"}}).want(t, http.StatusOK)
+		if got := k.get("/environments/"+testOrg+"/prod").want(t, http.StatusOK).JSON(t)["policies"]; mustJSON(t, got) != `[]` {
+			t.Errorf("policies after DELETE: %v", got)
+		}
+	})
+}

@@ -283,6 +283,10 @@ func samples() map[string]sample {
 		"attachPolicies": {"write", func(m *matrix, org string, _ bool) call {
 			return call{path: "/environments/" + org + "/polenv/policies", status: http.StatusOK, body: map[string]any{"policy_names": []string{"pol"}}}
 		}},
+		"attachPoliciesPut": {"write", func(m *matrix, org string, _ bool) call {
+			return call{path: "/environments/" + org + "/polenv/policies", status: http.StatusOK,
+				body: map[string]any{"policy_names": []string{"pol"}}}
+		}},
 		"detachPolicies": {"write", func(m *matrix, org string, fresh bool) call {
 			if fresh { // attached first, so that there is something to detach
 				m.admin(org).send(http.MethodPost, "/environments/"+org+"/polenv/policies", map[string]any{"policy_names": []string{"pol"}}).
