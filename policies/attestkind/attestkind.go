@@ -235,19 +235,16 @@ func pullRequest(decode func(any) error, data map[string]any) (bool, error) {
 	return len(b.PullRequests) > 0, nil
 }
 
-// sarif needs the scan summary the CLI reads from a SARIF file; the compliance is the
+// sarif needs the scan summary the CLI reads from a SARIF file, an object; the compliance is the
 // reporter's is_compliant, as for generic (the CLI does not derive it from the findings).
 func sarif(decode func(any) error, data map[string]any) (bool, error) {
-	var b struct {
-		Results *struct {
-			Results []map[string]any `json:"results"`
-		} `json:"sarif_results"`
-	}
-	if err := decode(&b); err != nil {
-		return false, err
-	}
-	if b.Results == nil {
+	raw, _ := data["sarif_results"].(json.RawMessage)
+	if len(raw) == 0 || string(raw) == "null" {
 		return false, fieldError("sarif_results", "Field required")
+	}
+	var results map[string]json.RawMessage
+	if json.Unmarshal(raw, &results) != nil {
+		return false, fieldError("sarif_results", "Input should be a valid dictionary")
 	}
 	return generic(decode, data)
 }

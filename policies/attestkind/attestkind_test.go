@@ -96,6 +96,7 @@ func TestKinds(t *testing.T) {
 		{"sarif", `{"sarif_results": {"results": []}, "is_compliant": false}`, false, ""},
 		{"sarif", `{"sarif_results": {"results": [{"high_count": 3}]}}`, true, ""},
 		{"sarif", `{"is_compliant": true}`, false, "sarif_results"},
+		{"sarif", `{"sarif_results": [1]}`, false, "sarif_results"},
 		{"system", `{"type_name": "sbom", "attestation_data": {"format": "spdx-json", "original_fingerprint": "` + zeroFP + `", "document": {}}}`, true, ""},
 		{"system", `{"type_name": "sbom", "attestation_data": {"original_fingerprint": "` + zeroFP + `"}}`, false, "attestation_data.format"},
 		{"system", `{"type_name": "sbom", "attestation_data": {"format": "x", "original_fingerprint": "ABC"}}`, false, "attestation_data.original_fingerprint"},
