@@ -331,3 +331,34 @@ func TestConformanceAttachPolicyPut(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceSnapshotFields: `kosli get snapshot` reads index, timestamp, type, compliant,
+// is_latest, html_url and, per artifact, name, fingerprint, compliant, creationTimestamp,
+// annotation, flow_name, git_commit and policy_decisions (CLIENT.md).
+func TestConformanceSnapshotFields(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e env) {
+		k := e.k
+		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "server", "description": ""}).want(t, http.StatusCreated)
+		k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/server", map[string]any{"artifacts": []any{
+			map[string]any{"digests": map[string]any{"web": strings.Repeat("e", 64)}, "creationTimestamp": 1700000000}}}).want(t, http.StatusCreated)
+		s := k.get("/snapshots/" + testOrg + "/prod/-1").want(t, http.StatusOK).JSON(t)
+		if s["index"] != float64(1) || s["type"] != "server" || s["is_latest"] != true {
+			t.Errorf("snapshot: %v", s)
+		}
+		for _, key := range []string{"timestamp", "compliant", "html_url", "artifacts"} {
+			if s[key] == nil {
+				t.Errorf("snapshot lacks %s: %v", key, s)
+			}
+		}
+		arts := s["artifacts"].([]any)
+		if len(arts) != 1 {
+			t.Fatalf("artifacts: %v", arts)
+		}
+		a := arts[0].(map[string]any)
+		for _, key := range []string{"name", "fingerprint", "compliant", "creationTimestamp", "annotation", "flow_name", "git_commit", "policy_decisions"} {
+			if _, ok := a[key]; !ok {
+				t.Errorf("snapshot artifact lacks %s: %v", key, a)
+			}
+		}
+	})
+}
