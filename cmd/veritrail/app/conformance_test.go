@@ -341,7 +341,7 @@ func TestConformanceSnapshotFields(t *testing.T) {
 		k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "server", "description": ""}).want(t, http.StatusCreated)
 		k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/server", map[string]any{"artifacts": []any{
 			map[string]any{"digests": map[string]any{"web": strings.Repeat("e", 64)}, "creationTimestamp": 1700000000}}}).want(t, http.StatusCreated)
-		s := k.get("/snapshots/" + testOrg + "/prod/-1").want(t, http.StatusOK).JSON(t)
+		s := k.get("/snapshots/"+testOrg+"/prod/-1").want(t, http.StatusOK).JSON(t)
 		if s["index"] != float64(1) || s["type"] != "server" || s["is_latest"] != true {
 			t.Errorf("snapshot: %v", s)
 		}
