@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -290,8 +291,42 @@ func New(cfg Config, d Deps) *API {
 	return a
 }
 
-// Handler is the HTTP handler of the API.
-func (a *API) Handler() http.Handler { return a.mux }
+// Handler is the HTTP handler of the API. When the base URL carries a path (http://host/vt),
+// everything is served under that path as well as at the root: the Kosli CLI given
+// --host http://host/vt sends /vt/api/v2/..., the html_urls point under /vt, and a proxy
+// that strips the prefix still works.
+func (a *API) Handler() http.Handler {
+	prefix := ""
+	if u, err := url.Parse(a.cfg.BaseURL); err == nil {
+		prefix = strings.TrimRight(u.Path, "/")
+	}
+	if prefix == "" {
+		return a.mux
+	}
+	return underPrefix(prefix, a.mux)
+}
+
+// underPrefix serves next at the root and under prefix (which has no trailing slash).
+func underPrefix(prefix string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest, ok := strings.CutPrefix(r.URL.Path, prefix)
+		if !ok || (rest != "" && rest[0] != '/') {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r2 := new(http.Request)
+		*r2 = *r
+		u := *r.URL
+		u.Path = "/" + strings.TrimPrefix(rest, "/")
+		if raw, ok := strings.CutPrefix(u.RawPath, prefix); ok {
+			u.RawPath = "/" + strings.TrimPrefix(raw, "/")
+		} else {
+			u.RawPath = ""
+		}
+		r2.URL = &u
+		next.ServeHTTP(w, r2)
+	})
+}
 
 // OpenAPI is the API description.
 func (a *API) OpenAPI() *huma.OpenAPI { return a.huma.OpenAPI() }

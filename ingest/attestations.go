@@ -44,6 +44,7 @@ func (a *AttestationCommon) check(c checker, _ *form) {
 	checkObject(c, "repo_info", a.RepoInfo)
 	checkExternalURLs(c, "external_urls", a.ExternalURLs)
 	checkObject(c, "annotations", a.Annotations)
+	checkOriginURL(c, "origin_url", a.OriginURL)
 }
 
 // attestation is a validated attestation ready to publish.
@@ -65,6 +66,7 @@ func (a *API) registerAttestations() {
 	registerAttestKind[JiraAttestation](a, "jira")
 	registerAttestKind[PullRequestAttestation](a, "pull_request")
 	registerAttestKind[DecisionAttestation](a, "system")
+	registerAttestKind[SarifAttestation](a, "sarif")
 
 	type overrideInput struct {
 		TrailPath

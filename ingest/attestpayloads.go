@@ -155,14 +155,27 @@ type PullCommit struct {
 	SignatureState string          `json:"signature_state,omitempty" doc:"kept for github and gitlab only"`
 }
 
-// DecisionAttestation is the data_json of a system attestation: a decision on a control.
+// DecisionAttestation is the data_json of a system attestation: a decision on a control
+// (type_name decision), or an SBOM (type_name sbom, from `kosli attest sbom`).
 type DecisionAttestation struct {
 	_ struct{} `additionalProperties:"true"`
 	AttestationFields
-	TypeName string `json:"type_name" enum:"decision"`
-	Control  string `json:"control" doc:"the identifier of the control decided"`
+	TypeName string `json:"type_name" enum:"decision,sbom"`
+	Control  string `json:"control,omitempty" required:"false" doc:"a decision: the identifier of the control decided"`
 	Data     struct {
-		_           struct{} `additionalProperties:"true"`
-		IsCompliant bool     `json:"is_compliant"`
+		_                   struct{}        `additionalProperties:"true"`
+		IsCompliant         bool            `json:"is_compliant,omitempty" required:"false" doc:"a decision: its verdict (required)"`
+		Format              string          `json:"format,omitempty" required:"false" doc:"an SBOM: its format, e.g. cyclonedx-json (required)"`
+		OriginalFingerprint string          `json:"original_fingerprint,omitempty" required:"false" doc:"an SBOM: the SHA-256 of the file (required)"`
+		Document            json.RawMessage `json:"document,omitempty" required:"false" doc:"an SBOM: what the CLI read from it (creation time, tools, subject, package count)"`
 	} `json:"attestation_data"`
+}
+
+// SarifAttestation is the data_json of a SARIF attestation (`kosli attest sarif`): the scan
+// summary the CLI reads from a SARIF 2.1.0 file; compliant as is_compliant says.
+type SarifAttestation struct {
+	_ struct{} `additionalProperties:"true"`
+	AttestationFields
+	IsCompliant *bool       `json:"is_compliant,omitempty" doc:"the attestation's compliance (true when left out)"`
+	Results     SnykResults `json:"sarif_results" doc:"the findings by severity, in the shape of snyk_results"`
 }

@@ -79,7 +79,7 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 		p, err = a.auth.Authenticate(ctx.Context(), ctx.Header("Authorization"), orgName, public)
 	}
 	if err != nil {
-		a.writeErr(ctx, a.refusedCaller(ctx.Context(), orgName, err))
+		a.writeErr(ctx, a.refusedCaller(ctx.Context(), ctx.URL().Path, err))
 		return
 	}
 	if !a.withinLimits(ctx, p) {
@@ -108,8 +108,10 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 
-// refusedCaller is the answer to a caller auth did not resolve.
-func (a *API) refusedCaller(ctx context.Context, orgName string, err error) *Error {
+// refusedCaller is the answer to a caller auth did not resolve. A refused organization is
+// named by the path asked for, as the hosted service does ("Access denied to
+// /api/v2/user/<org>" for `kosli update default-org`).
+func (a *API) refusedCaller(ctx context.Context, path string, err error) *Error {
 	var lookup *auth.LookupError
 	switch {
 	case errors.Is(err, auth.ErrNoKey):
@@ -119,7 +121,7 @@ func (a *API) refusedCaller(ctx context.Context, orgName string, err error) *Err
 	case errors.Is(err, auth.ErrExpiredKey):
 		return apiError(http.StatusUnauthorized, "API key is expired or revoked")
 	case errors.Is(err, auth.ErrDenied):
-		return apiError(http.StatusForbidden, "Access denied to /api/v2/user/%s", orgName)
+		return apiError(http.StatusForbidden, "Access denied to %s", path)
 	case errors.As(err, &lookup):
 		return a.internal(ctx, lookup.What, lookup.Err)
 	}

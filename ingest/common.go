@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -41,7 +42,37 @@ func checkObject(c checker, field string, raw json.RawMessage) {
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil {
-		c[field] = "Input should be a valid dictionary"
+		c[field] = notDictionary(raw)
+	}
+}
+
+// notDictionary is the hosted service's complaint about a value that is not an object, with the
+// value as pydantic echoes it (a string without its quotes: `[input: ]` for "").
+func notDictionary(raw json.RawMessage) string {
+	return "Input should be a valid dictionary [input: " + inputEcho(raw) + "]"
+}
+
+// inputEcho is a JSON value as pydantic's "[input: ...]" shows it: a string unquoted, anything
+// else as its JSON text.
+func inputEcho(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return echo(s)
+	}
+	return echo(string(raw))
+}
+
+// checkOriginURL requires origin_url, when given, to be an absolute URL; the hosted service
+// (pydantic) refuses an empty one in these words, and a relative one.
+func checkOriginURL(c checker, field string, v *string) {
+	switch {
+	case v == nil:
+	case *v == "":
+		c[field] = "Input should be a valid URL, input is empty"
+	default:
+		if u, err := url.Parse(*v); err != nil || u.Scheme == "" {
+			c[field] = fmt.Sprintf("Input should be a valid URL, relative URL without a base [input: %s]", echo(*v))
+		}
 	}
 }
 
@@ -54,7 +85,7 @@ func checkExternalURLs(c checker, field string, raw json.RawMessage) {
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil {
-		c[field] = "Input should be a valid dictionary"
+		c[field] = notDictionary(raw)
 		return
 	}
 	for label, v := range m {

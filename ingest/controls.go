@@ -42,7 +42,7 @@ func (in ControlPutInput) links(c checker) *map[string]string {
 	}
 	var links map[string]string
 	if err := json.Unmarshal(in.Links, &links); err != nil {
-		c["links"] = "Input should be a valid dictionary of strings"
+		c["links"] = "Input should be a valid dictionary of strings [input: " + inputEcho(in.Links) + "]"
 		return nil
 	}
 	for label, url := range links {

@@ -170,10 +170,11 @@ func (a *API) registerEnvironments() {
 		if err := a.publish(ctx, p, env); err != nil {
 			return nil, err
 		}
+		// The hosted service's body, "OK", either way; the status tells created from updated.
 		if created {
-			return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Environment '%s' was created", b.Name)}, nil
+			return &stringOutput{Status: http.StatusCreated, Body: "OK"}, nil
 		}
-		return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Environment '%s' was updated", b.Name)}, nil
+		return &stringOutput{Status: http.StatusOK, Body: "OK"}, nil
 	})
 
 	type getOutput struct{ Body EnvironmentView }

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -169,6 +170,15 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		}
 		msg = fmt.Sprintf("Input should be %s [input: %v]", quotedChoices(choices), v)
 	}
+	if kind, ok := typeWords[msg]; ok { // a value of the wrong JSON type, in pydantic's words
+		v := fmt.Sprint(d.Value)
+		if s, isString := d.Value.(string); isString {
+			v = echo(s)
+		} else if b, err := json.Marshal(d.Value); err == nil {
+			v = echo(string(b))
+		}
+		msg = fmt.Sprintf("Input should be %s [input: %s]", kind, v)
+	}
 	if msg == "unexpected property" { // a property an object does not allow, in the hosted service's words
 		msg = "Extra inputs are not permitted"
 	}
@@ -185,6 +195,16 @@ func describeDetail(d *huma.ErrorDetail) (string, string) {
 		}
 	}
 	return field, msg
+}
+
+// typeWords are Huma's type complaints and pydantic's names of the type expected.
+var typeWords = map[string]string{
+	"expected object":  "a valid dictionary",
+	"expected array":   "a valid list",
+	"expected string":  "a valid string",
+	"expected boolean": "a valid boolean",
+	"expected number":  "a valid number",
+	"expected integer": "a valid integer",
 }
 
 // describeQueryDetail words Huma's complaint about a query parameter's value as the hosted

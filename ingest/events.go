@@ -26,6 +26,17 @@ type EventsInput struct {
 	Interval string   `query:"interval" doc:"deprecated: START..END"`
 	From     string   `query:"from" doc:"only events reported at or after this UNIX timestamp"`
 	To       string   `query:"to" doc:"only events reported at or before this UNIX timestamp"`
+	// startGiven and endGiven tell an empty start= or end= (refused, as the hosted service
+	// does) from an absent one, which Huma's decoding makes look alike.
+	startGiven, endGiven bool
+}
+
+// Resolve notes which of start and end the query names.
+func (in *EventsInput) Resolve(ctx huma.Context) []error {
+	u := ctx.URL()
+	q := u.Query()
+	in.startGiven, in.endGiven = q.Has("start"), q.Has("end")
+	return nil
 }
 
 // EventsOutput is the events page and its pagination headers.
@@ -78,12 +89,12 @@ func (a *API) eventFilter(ctx context.Context, p *Principal, e store.Environment
 		}
 	}
 	// A bad start or end is the hosted service's plain message, without field errors.
-	if in.Start != "" {
+	if in.startGiven {
 		if start, err = snapexpr.ParseBoundary(in.Start); err != nil {
 			return nil, apiError(http.StatusBadRequest, "Invalid interval value: %s", in.Start)
 		}
 	}
-	if in.End != "" {
+	if in.endGiven {
 		if end, err = snapexpr.ParseBoundary(in.End); err != nil {
 			return nil, apiError(http.StatusBadRequest, "Invalid interval value: %s", in.End)
 		}

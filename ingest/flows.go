@@ -201,10 +201,11 @@ func (a *API) upsertFlow(ctx context.Context, p *Principal, in FlowInput, tmplFi
 	if err := a.publish(ctx, p, env); err != nil {
 		return nil, err
 	}
+	// The hosted service's body, "OK", either way; the status tells created from updated.
 	if created {
-		return &stringOutput{Status: http.StatusCreated, Body: fmt.Sprintf("Flow '%s' was created", in.Name)}, nil
+		return &stringOutput{Status: http.StatusCreated, Body: "OK"}, nil
 	}
-	return &stringOutput{Status: http.StatusOK, Body: fmt.Sprintf("Flow '%s' was updated", in.Name)}, nil
+	return &stringOutput{Status: http.StatusOK, Body: "OK"}, nil
 }
 
 // legacyTemplate turns the deprecated list form (["artifact", "unit-test", ...]) into a

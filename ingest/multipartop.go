@@ -110,7 +110,7 @@ func registerForm[I, P, O any](a *API, o huma.Operation, parts formParts, handle
 		form := &Form[P]{parts: f}
 		raw, ok := f.part(parts.json)
 		if !ok && !parts.optional {
-			return nil, fieldError(parts.json, "Field required")
+			return nil, fieldError(parts.json, "Field required [input: None]") // pydantic's words for a missing part
 		}
 		form.Raw = raw
 		if parts.decoding == decodeByHandler {

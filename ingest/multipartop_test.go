@@ -97,7 +97,9 @@ func TestOpenAPIDocumentsMultipartParts(t *testing.T) {
 			"pull_requests.url", "pull_requests.state", "pull_requests.author", "pull_requests.head_ref", "pull_requests.approvers",
 			"pull_requests.commits.sha1", "pull_requests.commits.verified", "pull_requests.commits.signature_state")},
 		"attest_system": {"data_json", []string{"data_json"}, []string{"attachment_file"}, attest("type_name", "control",
-			"attestation_data.is_compliant")},
+			"attestation_data.is_compliant", "attestation_data.format", "attestation_data.original_fingerprint", "attestation_data.document")},
+		"attest_sarif": {"data_json", []string{"data_json"}, []string{"attachment_file"}, attest("is_compliant",
+			"sarif_results.schema_version", "sarif_results.tool.name", "sarif_results.results.high_count", "sarif_results.results.high")},
 		"beginTrail": {"data_json", []string{"data_json"}, []string{"template_file"}, []string{"name", "description",
 			"git_commit_info", "repo_info", "origin_url", "external_urls", "user_data"}},
 		"createFlowWithTemplate": {"data_json", []string{"data_json"}, []string{"template_file"}, []string{"name", "description", "visibility"}},
@@ -222,7 +224,7 @@ func TestRegisterFormParsesByDeclaration(t *testing.T) {
 		t.Fatalf("whole form: %d %s, want 200 %s", code, body, want)
 	}
 	code, body = post(func(w *multipart.Writer) { file(w, "big", "b.txt", "x") })
-	if code != http.StatusBadRequest || !strings.Contains(body, `"data_json":"Field required"`) {
+	if code != http.StatusBadRequest || !strings.Contains(body, `"data_json":"Field required [input: None]"`) {
 		t.Fatalf("no data_json: %d %s", code, body)
 	}
 	code, body = post(func(w *multipart.Writer) {

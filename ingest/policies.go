@@ -306,6 +306,8 @@ func (a *API) registerPolicyAttachments() {
 		detach                    bool
 	}{
 		{http.MethodPost, "attachPolicies", "Attach policies to an environment and judge its latest snapshot against them", "attached to", false},
+		// CLIENT-2.md section 16 lists PUT for attach (older CLIs send POST): both attach.
+		{http.MethodPut, "attachPoliciesPut", "Attach policies to an environment (PUT, as newer Kosli CLIs send it)", "attached to", false},
 		{http.MethodDelete, "detachPolicies", "Detach policies from an environment and judge its latest snapshot again", "detached from", true},
 	} {
 		huma.Register(a.huma, op(change.method, "/environments/{org}/{env}/policies", change.id, PrivWrite, change.summary, "Environments"),

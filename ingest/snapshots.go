@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -205,6 +206,12 @@ func (a *API) registerSnapshots() {
 			}
 			out := &searchOutput{}
 			out.Body.Artifacts = views.Body
+			for i := range out.Body.Artifacts {
+				// A search result links the artifact's page without a query string, as the hosted
+				// service's does (CLIENT-2.md section 6); its id is in the result beside it.
+				link := &out.Body.Artifacts[i].HTMLURL
+				*link, _, _ = strings.Cut(*link, "?")
+			}
 			first := arts[0]
 			if len(first.Fingerprint) >= len(in.Value) && first.Fingerprint[:len(in.Value)] == in.Value {
 				out.Body.ResolvedTo.FullMatch, out.Body.ResolvedTo.Type = first.Fingerprint, "fingerprint"

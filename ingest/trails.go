@@ -35,6 +35,7 @@ func (t *TrailInput) check(c checker, _ *form) {
 	checkCommitInfo(c, "git_commit_info", t.GitCommitInfo)
 	checkObject(c, "repo_info", t.RepoInfo)
 	checkExternalURLs(c, "external_urls", t.ExternalURLs)
+	checkOriginURL(c, "origin_url", t.OriginURL)
 }
 
 type TrailPath struct {

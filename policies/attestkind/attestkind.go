@@ -2,8 +2,9 @@
 // reporter sent, and checks the fields that decision needs: generic (is_compliant, true unless
 // said otherwise), junit (no failures or errors), snyk (no high, medium or low issues), sonar
 // (the quality gate passed), jira (every issue exists), pull_request (one exists; commit
-// signature fields are kept only for providers that verify them) and system (a decision on a
-// control). Custom types are judged by their own rules (policies/customtype).
+// signature fields are kept only for providers that verify them), sarif (as its reporter says:
+// `kosli attest sarif --compliant`) and system (a decision on a control, or an SBOM, recorded
+// as compliant: nothing checks it against the artifact). Custom types are judged by their own rules (policies/customtype).
 //
 // It is the transport's partner: the caller decodes the body as its protocol words decoding
 // errors, and words the field errors returned here as its protocol does.
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -68,8 +70,10 @@ func Judge(kind string, decode func(v any) error, data map[string]any) (Verdict,
 		v.Compliant, err = jira(decode)
 	case "pull_request":
 		v.Compliant, err = pullRequest(decode, data)
+	case "sarif":
+		v.Compliant, err = sarif(decode, data)
 	case "system":
-		return decision(decode)
+		return system(decode)
 	default:
 		return v, ErrUnknownKind
 	}
@@ -231,6 +235,71 @@ func pullRequest(decode func(any) error, data map[string]any) (bool, error) {
 	return len(b.PullRequests) > 0, nil
 }
 
+// sarif needs the scan summary the CLI reads from a SARIF file, an object; the compliance is the
+// reporter's is_compliant, as for generic (the CLI does not derive it from the findings).
+func sarif(decode func(any) error, data map[string]any) (bool, error) {
+	raw, _ := data["sarif_results"].(json.RawMessage)
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, fieldError("sarif_results", "Field required")
+	}
+	var results map[string]json.RawMessage
+	if json.Unmarshal(raw, &results) != nil {
+		return false, fieldError("sarif_results", "Input should be a valid dictionary")
+	}
+	return generic(decode, data)
+}
+
+// system is the family of system attestations; type_name says which: a decision on a control
+// or an SBOM (`kosli attest sbom`).
+func system(decode func(any) error) (Verdict, error) {
+	var b struct {
+		TypeName string `json:"type_name"`
+	}
+	if err := decode(&b); err != nil {
+		return Verdict{}, err
+	}
+	if b.TypeName == "sbom" {
+		return sbom(decode)
+	}
+	return decision(decode)
+}
+
+// sbomFingerprint is the SHA-256 of the SBOM file as the CLI records it.
+var sbomFingerprint = regexp.MustCompile(`^[a-f0-9]{64}$`)
+
+// sbom is an SBOM as `kosli attest sbom` reports it: its format, the SHA-256 of the file and
+// the document summary the CLI read from it. It is recorded as reported, compliant.
+func sbom(decode func(any) error) (Verdict, error) {
+	var b struct {
+		Data *struct {
+			Format              *string         `json:"format"`
+			OriginalFingerprint *string         `json:"original_fingerprint"`
+			Document            json.RawMessage `json:"document"`
+		} `json:"attestation_data"`
+	}
+	if err := decode(&b); err != nil {
+		return Verdict{}, err
+	}
+	problems := FieldErrors{}
+	switch {
+	case b.Data == nil:
+		problems["attestation_data"] = "Field required"
+	default:
+		if b.Data.Format == nil || *b.Data.Format == "" {
+			problems["attestation_data.format"] = "Field required"
+		}
+		if fp := b.Data.OriginalFingerprint; fp == nil {
+			problems["attestation_data.original_fingerprint"] = "Field required"
+		} else if !sbomFingerprint.MatchString(*fp) {
+			problems["attestation_data.original_fingerprint"] = fmt.Sprintf("String should match pattern '^[a-f0-9]{64}$' [input: %s]", *fp)
+		}
+	}
+	if len(problems) > 0 {
+		return Verdict{}, problems
+	}
+	return Verdict{Type: "sbom", Compliant: true}, nil
+}
+
 // decision is a system attestation: a decision on a control, compliant as it says.
 func decision(decode func(any) error) (Verdict, error) {
 	var b struct {
@@ -248,7 +317,7 @@ func decision(decode func(any) error) (Verdict, error) {
 	case b.TypeName == "":
 		problems["type_name"] = "Field required"
 	case b.TypeName != "decision":
-		problems["type_name"] = fmt.Sprintf("Input should be 'decision' [input: %s]", b.TypeName)
+		problems["type_name"] = fmt.Sprintf("Input should be 'decision' or 'sbom' [input: %s]", b.TypeName)
 	}
 	if b.Control == "" {
 		problems["control"] = "Field required"

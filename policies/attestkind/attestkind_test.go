@@ -61,6 +61,9 @@ func TestGenericCompliance(t *testing.T) {
 	}
 }
 
+// zeroFP is a well-formed SHA-256.
+const zeroFP = "0000000000000000000000000000000000000000000000000000000000000000"
+
 // TestKinds: each built-in kind's rule, and the field each one requires.
 func TestKinds(t *testing.T) {
 	tests := []struct {
@@ -89,6 +92,15 @@ func TestKinds(t *testing.T) {
 		{"system", `{"type_name": "other", "control": "C-1", "attestation_data": {"is_compliant": true}}`, false, "type_name"},
 		{"system", `{"type_name": "decision", "attestation_data": {"is_compliant": true}}`, false, "control"},
 		{"system", `{"type_name": "decision", "control": "C-1"}`, false, "attestation_data.is_compliant"},
+		// sarif: as its reporter says, with its results; sbom: a system attestation, compliant.
+		{"sarif", `{"sarif_results": {"results": []}, "is_compliant": false}`, false, ""},
+		{"sarif", `{"sarif_results": {"results": [{"high_count": 3}]}}`, true, ""},
+		{"sarif", `{"is_compliant": true}`, false, "sarif_results"},
+		{"sarif", `{"sarif_results": [1]}`, false, "sarif_results"},
+		{"system", `{"type_name": "sbom", "attestation_data": {"format": "spdx-json", "original_fingerprint": "` + zeroFP + `", "document": {}}}`, true, ""},
+		{"system", `{"type_name": "sbom", "attestation_data": {"original_fingerprint": "` + zeroFP + `"}}`, false, "attestation_data.format"},
+		{"system", `{"type_name": "sbom", "attestation_data": {"format": "x", "original_fingerprint": "ABC"}}`, false, "attestation_data.original_fingerprint"},
+		{"system", `{"type_name": "sbom"}`, false, "attestation_data"},
 	}
 	for _, tt := range tests {
 		v, err := Judge(tt.kind, decoder(tt.body), fields(t, tt.body))
@@ -105,12 +117,17 @@ func TestKinds(t *testing.T) {
 	}
 }
 
-// TestDecision: a system attestation is stored as a decision on its control.
+// TestDecision: a system attestation is stored as a decision on its control, or as an sbom.
 func TestDecision(t *testing.T) {
 	body := `{"type_name": "decision", "control": "C-1", "attestation_data": {"is_compliant": true}}`
 	v, err := Judge("system", decoder(body), fields(t, body))
 	if err != nil || v != (Verdict{Type: "decision", Compliant: true, Control: "C-1"}) {
 		t.Fatalf("%+v, %v; want a compliant decision on C-1", v, err)
+	}
+	// An SBOM is the other system attestation: of its own type, on no control.
+	body = `{"type_name": "sbom", "attestation_data": {"format": "cyclonedx-json", "original_fingerprint": "` + zeroFP + `"}}`
+	if v, err = Judge("system", decoder(body), fields(t, body)); err != nil || v != (Verdict{Type: "sbom", Compliant: true}) {
+		t.Fatalf("%+v, %v; want a compliant sbom", v, err)
 	}
 }
 

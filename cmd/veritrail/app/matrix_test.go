@@ -89,7 +89,7 @@ func attest(kind string, data func(m *matrix, org string) map[string]any) sample
 }
 
 func samples() map[string]sample {
-	return map[string]sample{
+	all := map[string]sample{
 		// Reads.
 		"getFlow":                {"read", read("/flows/ORG/app")},
 		"listFlows":              {"read", read("/flows/ORG")},
@@ -281,6 +281,10 @@ func samples() map[string]sample {
 		"attachPolicies": {"write", func(m *matrix, org string, _ bool) call {
 			return call{path: "/environments/" + org + "/polenv/policies", status: http.StatusOK, body: map[string]any{"policy_names": []string{"pol"}}}
 		}},
+		"attachPoliciesPut": {"write", func(m *matrix, org string, _ bool) call {
+			return call{path: "/environments/" + org + "/polenv/policies", status: http.StatusOK,
+				body: map[string]any{"policy_names": []string{"pol"}}}
+		}},
 		"detachPolicies": {"write", func(m *matrix, org string, fresh bool) call {
 			if fresh { // attached first, so that there is something to detach
 				m.admin(org).send(http.MethodPost, "/environments/"+org+"/polenv/policies", map[string]any{"policy_names": []string{"pol"}}).
@@ -349,7 +353,11 @@ func samples() map[string]sample {
 			return call{path: "/service-accounts/" + org + "/svc/api-keys/" + m.key(org, fresh) + "/rotate", status: http.StatusCreated,
 				body: map[string]any{"grace_period_hours": 1}}
 		}},
+		"attest_sarif": attest("sarif", func(*matrix, string) map[string]any {
+			return map[string]any{"is_compliant": true, "sarif_results": map[string]any{"results": []any{}}}
+		}),
 	}
+	return all
 }
 
 // fixtures are the records every organization of the matrix has, each carrying its marker.
