@@ -336,6 +336,23 @@ func applyAttestations(ctx context.Context, tx store.Tx, run []*contract.Envelop
 	return trails, tx.AppendTrailEvents(ctx, events, 0)
 }
 
+// attestationEvent is the trail event of an attestation. Its fields are in the order of their
+// names, so it encodes as the map it replaced did (encoding/json sorts a map's keys), at a
+// fraction of the cost: every attestation makes one.
+type attestationEvent struct {
+	ArtifactFingerprint     string  `json:"artifact_fingerprint,omitempty"`
+	AttestationID           string  `json:"attestation_id"`
+	AttestationName         string  `json:"attestation_name"`
+	AttestationType         string  `json:"attestation_type"`
+	IsCompliant             bool    `json:"is_compliant"`
+	OverriddenAttestationID *string `json:"overridden_attestation_id,omitempty"`
+	Reason                  *string `json:"reason,omitempty"`
+	TemplateReferenceName   string  `json:"template_reference_name,omitempty"`
+	Timestamp               float64 `json:"timestamp"`
+	Type                    string  `json:"type"`
+	User                    string  `json:"user"`
+}
+
 // attestationRows are the attestation record and the trail event an attestation message makes.
 func attestationRows(e *contract.Envelope, trailID string) (store.Attestation, store.TrailEvent, error) {
 	a := e.Attestation
@@ -350,22 +367,15 @@ func attestationRows(e *contract.Envelope, trailID string) (store.Attestation, s
 	if a.Evidence != nil {
 		rec.EvidenceSHA256, rec.EvidenceName = a.Evidence.SHA256, a.Evidence.Filename
 	}
-	typ := "trail_attestation_reported"
+	ev := attestationEvent{Type: "trail_attestation_reported", Timestamp: e.At, User: e.Actor.Name, AttestationID: a.ID,
+		AttestationName: a.Name, AttestationType: a.Type, IsCompliant: a.IsCompliant,
+		ArtifactFingerprint: a.ArtifactFingerprint, TemplateReferenceName: a.TargetArtifact}
 	if a.ArtifactFingerprint != "" || a.TargetArtifact != "" {
-		typ = "artifact_attestation_reported"
-	}
-	ev := map[string]any{"type": typ, "timestamp": e.At, "user": e.Actor.Name, "attestation_id": a.ID,
-		"attestation_name": a.Name, "attestation_type": a.Type, "is_compliant": a.IsCompliant}
-	if a.ArtifactFingerprint != "" {
-		ev["artifact_fingerprint"] = a.ArtifactFingerprint
-	}
-	if a.TargetArtifact != "" {
-		ev["template_reference_name"] = a.TargetArtifact
+		ev.Type = "artifact_attestation_reported"
 	}
 	if a.Overrides != nil {
-		ev["type"] = "attestation_overridden"
-		ev["overridden_attestation_id"] = a.Overrides.AttestationID
-		ev["reason"] = a.Overrides.Reason
+		ev.Type = "attestation_overridden"
+		ev.OverriddenAttestationID, ev.Reason = &a.Overrides.AttestationID, &a.Overrides.Reason
 	}
 	doc, err := json.Marshal(ev)
 	if err != nil {

@@ -132,6 +132,7 @@ func BenchmarkApplySnapshot1000OneChanged(b *testing.B) {
 	f.report(b, 1000, 0)
 	before := f.st.Statements()
 	b.ResetTimer()
+	reportCPU(b)
 	for i := range b.N {
 		insts := make([]contract.RunningInstance, 1000)
 		for j := range 1000 {
@@ -150,6 +151,7 @@ func benchSnapshots(b *testing.B, shift func(int) int) {
 	f.report(b, 1000, 0)
 	before := f.st.Statements()
 	b.ResetTimer()
+	reportCPU(b)
 	for i := range b.N {
 		f.report(b, 1000, 1+shift(i))
 	}

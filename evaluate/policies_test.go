@@ -386,6 +386,7 @@ func BenchmarkApplySnapshot1000PoliciesOneChanged(b *testing.B) {
 			}
 			f.report(b, 1000, 0)
 			b.ResetTimer()
+			reportCPU(b)
 			for i := range b.N {
 				insts := make([]contract.RunningInstance, 1000)
 				for j := range insts {

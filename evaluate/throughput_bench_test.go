@@ -144,6 +144,7 @@ func benchmarkEvaluatorThroughput(b *testing.B, st store.Store, newID func() str
 	data := json.RawMessage(`{"origin_url": "https://ci.example/run", "user_data": {"pad": "` + strings.Repeat("x", 900) + `"}}`)
 	batch := make([]*message.Message, 0, batchSize)
 	b.ResetTimer()
+	reportCPU(b)
 	for i := range b.N {
 		batch = append(batch, msg(&contract.Envelope{ID: newID(), Kind: contract.KindAttestationReported, At: float64(i),
 			Request: &contract.Request{Operation: "attest_generic", Target: "/attestations/acme/app/trail/t/generic"}, // audited, as ingest sends it

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // SchemaVersion is the version of Envelope. A consumer refuses messages with a newer major
@@ -187,7 +189,9 @@ func marshalAttestation(e *Envelope) ([]byte, bool) {
 // Unmarshal decodes and checks an envelope.
 func Unmarshal(b []byte) (*Envelope, error) {
 	var e Envelope
-	if err := json.Unmarshal(b, &e); err != nil {
+	// The v1 semantics of encoding/json, on the v2 decoder: the evaluator decodes every message, and
+	// this one is 3-4 times faster on an attestation's (it validates and copies data_json in one pass).
+	if err := jsonv1.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("contract: decode envelope: %w", err)
 	}
 	if e.Version > SchemaVersion {

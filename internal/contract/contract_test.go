@@ -94,3 +94,36 @@ func BenchmarkMarshalAttestation(b *testing.B) {
 		}
 	})
 }
+
+// TestUnmarshalDecodesAsEncodingJSON: Unmarshal uses a faster decoder than encoding/json, and
+// a message that decoder refused would be set aside after its 201. On what ingest may let
+// through (invalid UTF-8 in evidence, keys in another case, duplicate and unknown keys, nulls)
+// it decodes what encoding/json decodes and refuses what it refuses.
+func TestUnmarshalDecodesAsEncodingJSON(t *testing.T) {
+	head := `{"id":"m1","org_id":"o1","kind":"attestation.reported","at":1.5,`
+	for _, c := range []struct{ name, body string }{
+		{"plain", head + `"attestation":{"id":"a1","flow_id":"f","trail_name":"t","name":"n","type":"generic","is_compliant":true,"data":{"x":[1,2.5,"s",null]}}}`},
+		{"invalid UTF-8 in data", head + "\"attestation\":{\"id\":\"a1\",\"data\":{\"x\":\"\xff\xfe\"}}}"},
+		{"invalid UTF-8 in a field", head + "\"attestation\":{\"id\":\"a\xff1\"}}"},
+		{"keys in another case", `{"ID":"m1","Org_ID":"o1","KIND":"attestation.reported"}`},
+		{"duplicate keys", head + `"kind":"trail.begun","trail":{"id":"t1","id":"t2"}}`},
+		{"unknown keys", head + `"later":{"a":1},"attestation":{"id":"a1","new":true}}`},
+		{"nulls", head + `"attestation":null,"request":null,"actor":null}`},
+		{"escaped", head + `"attestation":{"id":"a\u00e91\ud83d\ude00","data":"\"quoted\""}}`},
+		{"lone surrogate", head + `"attestation":{"id":"a\ud800"}}`},
+		{"number for a string", head + `"attestation":{"id":1}}`},
+		{"broken", head + `"attestation":{"id":"a1"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var want Envelope
+			wantErr := json.Unmarshal([]byte(c.body), &want)
+			got, err := Unmarshal([]byte(c.body))
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("Unmarshal error %v, encoding/json's %v", err, wantErr)
+			}
+			if err == nil && !reflect.DeepEqual(*got, want) {
+				t.Errorf("Unmarshal = %+v\nencoding/json: %+v", *got, want)
+			}
+		})
+	}
+}

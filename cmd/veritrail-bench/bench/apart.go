@@ -45,6 +45,11 @@ type Apart struct {
 	EvaluatorSeconds   float64 `json:"evaluator_seconds"`
 	EvaluatorPerSecond float64 `json:"evaluator_alone_per_second"`
 	VsIngest           float64 `json:"evaluator_alone_over_ingest_alone"`
+	// EvaluatorCPUPerApplied is the CPU time this process (the whole product, idle ingest
+	// included, and the load generator at rest) used per attestation the evaluator applied in
+	// those EvaluatorSeconds, in microseconds: the SQLite path's cost, measured as the
+	// distributed phase measures the PostgreSQL path's (DistributedRun.CPUPerApplied).
+	EvaluatorCPUPerApplied float64 `json:"evaluator_alone_cpu_us_per_attestation"`
 }
 
 // runApart prepares a flow and its trails with the whole product, stops it, runs the ingest
@@ -113,6 +118,7 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 		return nil, err
 	}
 	defer stopProfile()
+	cpu0, _ := processCPU()
 	start := time.Now()
 	a.Backlog = int(accepted.Load())
 	if err := p.waitIdle(ctx, a.Backlog, cfg.DrainTimeout); err != nil {
@@ -121,11 +127,14 @@ func runApart(ctx context.Context, cfg Config, body []byte, contentType string) 
 	a.EvaluatorSeconds = time.Since(start).Seconds()
 	a.AppliedAtStart = early
 	a.EvaluatorPerSecond = float64(a.Backlog-early) / a.EvaluatorSeconds
+	if cpu1, ok := processCPU(); ok && a.Backlog > early {
+		a.EvaluatorCPUPerApplied = float64((cpu1 - cpu0).Microseconds()) / float64(a.Backlog-early)
+	}
 	if a.Ingest.PerSecond > 0 {
 		a.VsIngest = a.EvaluatorPerSecond / a.Ingest.PerSecond
 	}
-	fmt.Fprintf(cfg.Progress, "bench: phase 4: evaluator alone applied %d while starting, then %d in %.1f s (%.0f/s)\n",
-		early, a.Backlog-early, a.EvaluatorSeconds, a.EvaluatorPerSecond)
+	fmt.Fprintf(cfg.Progress, "bench: phase 4: evaluator alone applied %d while starting, then %d in %.1f s (%.0f/s, %.0f us of CPU each)\n",
+		early, a.Backlog-early, a.EvaluatorSeconds, a.EvaluatorPerSecond, a.EvaluatorCPUPerApplied)
 	return a, nil
 }
 

@@ -50,6 +50,9 @@ func TestRunEndToEnd(t *testing.T) {
 		if a.AppliedAtStart < 0 || a.AppliedAtStart > a.Backlog || a.EvaluatorSeconds <= 0 || a.EvaluatorPerSecond <= 0 {
 			t.Errorf("evaluator alone: %d at start of %d, %v s, %v/s", a.AppliedAtStart, a.Backlog, a.EvaluatorSeconds, a.EvaluatorPerSecond)
 		}
+		if _, ok := processCPU(); ok && a.Backlog > a.AppliedAtStart && a.EvaluatorCPUPerApplied <= 0 {
+			t.Errorf("evaluator alone: %v us of CPU per attestation", a.EvaluatorCPUPerApplied)
+		}
 	}
 	if res.Settings.BodyBytes != 1024 || res.Ratio <= 0 {
 		t.Errorf("settings %+v, ratio %v", res.Settings, res.Ratio)

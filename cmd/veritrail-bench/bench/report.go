@@ -70,12 +70,17 @@ func (r *Result) WriteTable(w io.Writer) error {
 			a.Ingest.CPUPerOK, r.Bare.CPUPerOK, a.Ingest.Cores, r.Bare.Cores, a.PublishesPerCommit)
 		fmt.Fprintf(tw, "evaluator alone\t%.0f/s (%d in %.1f s after %d while starting): %.2fx ingest alone (keeps up: %s)\n",
 			a.EvaluatorPerSecond, a.Backlog-a.AppliedAtStart, a.EvaluatorSeconds, a.AppliedAtStart, a.VsIngest, verdict(a.VsIngest >= 1))
+		fmt.Fprintf(tw, "\tCPU per attestation %.0f us (SQLite: evaluator and store in this process)\n", a.EvaluatorCPUPerApplied)
 	}
 	if d := r.Distributed; d != nil {
 		for _, run := range d.Runs {
 			fmt.Fprintf(tw, "distributed, %d evaluator(s)	%.0f/s (%d in %.1f s after %d while joining; ingest alone %.0f/s), CPU per attestation %.0f us here + %.0f us PostgreSQL, deadlocks logged %d (database %d)\n",
 				run.Evaluators, run.PerSecond, run.Backlog-run.AppliedAtStart, run.Seconds, run.AppliedAtStart, run.Ingest.PerSecond, run.CPUPerApplied, run.PGCPUPerApplied,
 				run.Deadlocks, run.DatabaseDeadlocks)
+			if a := r.Apart; a != nil && a.EvaluatorCPUPerApplied > 0 {
+				pg := (run.CPUPerApplied + run.PGCPUPerApplied) / a.EvaluatorCPUPerApplied
+				fmt.Fprintf(tw, "\tCPU per attestation %.2fx the SQLite path's (target <= 2: %s)\n", pg, verdict(pg <= 2))
+			}
 		}
 		for _, run := range d.Together {
 			ev := run.Evaluator

@@ -44,6 +44,7 @@ var policyStatements = []string{
 
 func (r reads) FingerprintReports(ctx context.Context, orgID string, fps []string) ([]store.FingerprintReport, error) {
 	var out []store.FingerprintReport
+	flowTags := map[string]map[string]string{} // by flow: a snapshot's artifacts come from a few flows
 	err := inChunks(fps, 1, func(part []string) error {
 		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT a.id, a.org_id, a.flow_id, a.trail_id, a.fingerprint, a.template_name,
 			a.filename, a.git_commit, a.repo_name, a.report, a.reported_by, a.created_at, a.state,
@@ -66,11 +67,15 @@ func (r reads) FingerprintReports(ctx context.Context, orgID string, fps []strin
 			}
 			a.Report = json.RawMessage(report)
 			x.Trail.ID, x.Trail.OrgID, x.Trail.FlowID = a.TrailID, a.OrgID, a.FlowID
-			x.Flow.ID, x.Flow.OrgID, x.Flow.Tags = a.FlowID, a.OrgID, map[string]string{}
-			if tags != "" {
-				if err := json.Unmarshal([]byte(tags), &x.Flow.Tags); err != nil {
-					return fmt.Errorf("sqlstore: flow tags: %w", err)
+			x.Flow.ID, x.Flow.OrgID = a.FlowID, a.OrgID
+			if x.Flow.Tags = flowTags[a.FlowID]; x.Flow.Tags == nil {
+				x.Flow.Tags = map[string]string{}
+				if tags != "" {
+					if err := json.Unmarshal([]byte(tags), &x.Flow.Tags); err != nil {
+						return fmt.Errorf("sqlstore: flow tags: %w", err)
+					}
 				}
+				flowTags[a.FlowID] = x.Flow.Tags
 			}
 			out = append(out, x)
 		}
