@@ -452,7 +452,7 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 		a.log.ErrorContext(ctx, "ingest: publish failed", "kind", env.Kind, "err", err)
 		return unavailable("Could not record the request durably; please retry")
 	}
-	a.tracker.Published(p.Org.ID, env.ID)
+	a.tracker.Published(p.Org.ID, env.ID, env.Scopes()...)
 	return nil
 }
 
@@ -467,6 +467,20 @@ func (a *API) awaitWrites(ctx context.Context, p *Principal) bool {
 	start := time.Now()
 	local := a.tracker.Wait(ctx, p.Org.ID)
 	remote := a.peers != nil && a.peers.Wait(ctx, p.Org.ID, start.Add(a.cfg.ConsistencyWait))
+	if local || remote {
+		a.metrics.Waited(time.Since(start))
+	}
+	return local || remote
+}
+
+// awaitScopes is awaitWrites for a read that depends only on scopes of the organization (see
+// contract.Envelope.Scopes): it waits for this process's writes of those scopes and its
+// unscoped writes and, with peers, for what other ingest processes acknowledged (all of it:
+// they are followed by organization). It reports whether any were in flight.
+func (a *API) awaitScopes(ctx context.Context, p *Principal, scopes []string, peers bool) bool {
+	start := time.Now()
+	local := a.tracker.WaitScoped(ctx, p.Org.ID, scopes)
+	remote := peers && a.peers != nil && a.peers.Wait(ctx, p.Org.ID, start.Add(a.cfg.ConsistencyWait))
 	if local || remote {
 		a.metrics.Waited(time.Since(start))
 	}

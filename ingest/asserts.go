@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/veritrail/veritrail/ingest/answers"
+	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/policyeval"
@@ -32,17 +33,35 @@ func (a *API) registerAsserts() {
 		"Is an artifact compliant: in its flows, in an environment, or against policies", "Assertions")
 	o.Responses = map[string]*huma.Response{"200": {Description: "OK", Content: map[string]*huma.MediaType{
 		"application/json": {Schema: a.huma.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[policyquery.AssertResult](), true, "AssertResult")}}}}
+	o.Metadata[scopedReadKey] = true
 	huma.Register(a.huma, o, func(ctx context.Context, in *assertInput) (*assertOutput, error) {
 		p := principalFrom(ctx)
 		key := answers.NewKey(p.Org.ID, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
-		// Counts that move after the commit (Evaluated; announcements, a few milliseconds later)
-		// may not have moved yet for writes a read found visible: an organization whose writes
-		// became visible lately, here or at another ingest process, gets its answers computed
-		// afresh. Watched counts need not.
-		fresh := a.answers.Lags() && (awaited(ctx) || a.tracker.WritesFresh(p.Org.ID, answers.AnnouncementLag))
-		body, at, ok := a.answers.Get(key, fresh)
+		// Read after write, narrowed to what the answer depends on: first the artifact's own
+		// evidence (which trails report it) and whatever names no scope, then the trails and the
+		// environment the answer reads (assertScoped). Writes to the organization's other trails
+		// hold no assert back. A prefix may name an artifact not reported yet: it waits for all.
+		var waited bool
+		var scopes []string
+		if len(in.Fingerprint) == 64 {
+			scopes = []string{contract.FingerprintScope(p.Org.ID, in.Fingerprint)}
+			waited = a.awaitScopes(ctx, p, scopes, true)
+		} else {
+			waited = a.awaitWrites(ctx, p)
+		}
+		body, deps, at, ok := a.answers.Get(key)
+		if ok {
+			// Writes of the answer's trails or environment acknowledged before this read retire it.
+			// Counts that move after the commit (Evaluated; announcements, a few milliseconds
+			// later) may not have moved yet for writes a read found visible: those of scopes whose
+			// writes became visible lately, here or at another ingest process, are computed
+			// afresh. Watched counts need not.
+			waitedDeps := a.awaitScopes(ctx, p, deps, false) // other processes were waited for above
+			ok = !waitedDeps && !(a.answers.Lags() && (waited ||
+				a.tracker.ScopesFresh(p.Org.ID, append(scopes, deps...), answers.AnnouncementLag)))
+		}
 		if !ok {
-			res, err := a.assert(ctx, p, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
+			res, deps, err := a.assertScoped(ctx, p, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
 			if err != nil {
 				return nil, err
 			}
@@ -50,7 +69,7 @@ func (a *API) registerAsserts() {
 				return nil, a.internal(ctx, "encode assert result", err)
 			}
 			if !res.Unsure() {
-				a.answers.Put(key, at, body)
+				a.answers.Put(key, at, body, deps)
 			}
 		}
 		return &assertOutput{Body: func(hc huma.Context) {
@@ -61,9 +80,21 @@ func (a *API) registerAsserts() {
 	})
 }
 
-// assert answers an assertion. Environment scope reads the verdict the evaluator stored for the artifact in the
+// assertScoped answers an assertion after waiting for the writes acknowledged before it of the
+// trails and the environment the answer reads, and reports those scopes. The artifact's own
+// evidence was waited for: which trails report it does not change while it waits.
+func (a *API) assertScoped(ctx context.Context, p *Principal, prefix, flowName, envName string, policyNames []string) (policyquery.AssertResult, []string, error) {
+	res, deps, err := a.assert(ctx, p, prefix, flowName, envName, policyNames)
+	if err != nil || !a.awaitScopes(ctx, p, deps, false) {
+		return res, deps, err
+	}
+	return a.assert(ctx, p, prefix, flowName, envName, policyNames)
+}
+
+// assert answers an assertion, with the scopes of the writes that could change the answer: the
+// trails reporting the artifact and the environment judged in. Environment scope reads the verdict the evaluator stored for the artifact in the
 // environment's latest snapshot; an artifact not running there, and policy scope, are judged on the fly.
-func (a *API) assert(ctx context.Context, p *Principal, prefix, flowName, envName string, policyNames []string) (policyquery.AssertResult, error) {
+func (a *API) assert(ctx context.Context, p *Principal, prefix, flowName, envName string, policyNames []string) (res policyquery.AssertResult, deps []string, err error) {
 	c := checker{}
 	if !shortFPRE.MatchString(prefix) {
 		c["fingerprint"] = patternError(shortFPPattern, prefix)
@@ -72,27 +103,32 @@ func (a *API) assert(ctx context.Context, p *Principal, prefix, flowName, envNam
 		c["environment_name"] = "environment_name and policy_name are exclusive: give one of them"
 	}
 	if err := c.err(); err != nil {
-		return policyquery.AssertResult{}, err
+		return res, nil, err
 	}
 	var flow *store.Flow
 	if flowName != "" {
 		f, err := a.flowByName(ctx, p, flowName)
 		if err != nil {
-			return policyquery.AssertResult{}, err
+			return res, nil, err
 		}
 		flow = &f
 	}
 	fp, err := a.resolveFingerprint(ctx, p, prefix, flow)
 	if err != nil {
-		return policyquery.AssertResult{}, err
+		return res, nil, err
 	}
 	ev, err := a.query.Evidence(ctx, p.Org.ID, []string{fp})
 	if err != nil {
-		return policyquery.AssertResult{}, a.queryError(ctx, err, nil)
+		return res, nil, a.queryError(ctx, err, nil)
 	}
-	res, err := a.assertFlows(ctx, p, fp, ev.Reports(fp), flow)
-	if err != nil {
-		return res, err
+	reports := ev.Reports(fp)
+	for _, r := range reports {
+		if k := contract.TrailKey(p.Org.ID, r.Flow.ID, r.Trail.Name); !slices.Contains(deps, k) {
+			deps = append(deps, k)
+		}
+	}
+	if res, err = a.assertFlows(ctx, p, fp, reports, flow); err != nil {
+		return res, deps, err
 	}
 	unknown := func() error {
 		if flow != nil {
@@ -107,34 +143,35 @@ func (a *API) assert(ctx context.Context, p *Principal, prefix, flowName, envNam
 			return a.query.Environment(ctx, p.Org.ID, envName, fp)
 		})
 		if errors.Is(err, store.ErrNotFound) {
-			return res, apiError(http.StatusNotFound, "Environment named '%s' does not exist for organization '%s'", envName, p.Org.Name)
+			return res, deps, apiError(http.StatusNotFound, "Environment named '%s' does not exist for organization '%s'", envName, p.Org.Name)
 		}
 		if err == nil {
+			deps = append(deps, contract.EnvironmentKey(p.Org.ID, f.Env.ID))
 			err = a.query.Attach(ctx, &f)
 		}
 		if err != nil {
-			return res, a.queryError(ctx, err, nil)
+			return res, deps, a.queryError(ctx, err, nil)
 		}
 		if f.Judged() {
 			err = a.queryError(ctx, a.query.AssertEnvironment(ctx, f, fp, ev, &res), unknown)
-			return res, err
+			return res, deps, err
 		}
 		// An environment without policies requires nothing: the artifact may run there, and
 		// the answer still lists its trails (CLIENT-2.md section 14).
 		if len(res.Flows) == 0 {
-			return res, unknown()
+			return res, deps, unknown()
 		}
 		res.Scope, res.Environment, res.Compliant = policyquery.ScopeEnvironment, &f.Env.Name, true
 		res.PolicyEvaluations = []policyeval.Evaluation{}
-		return res, nil
+		return res, deps, nil
 	case len(policyNames) > 0:
 		err = a.assertPolicies(ctx, p, policyNames, fp, ev, &res, unknown)
-		return res, err
+		return res, deps, err
 	}
 	if len(res.Flows) == 0 {
-		return res, unknown()
+		return res, deps, unknown()
 	}
-	return res, nil
+	return res, deps, nil
 }
 
 // resolveFingerprint finds the one fingerprint prefix names among the artifacts reported in the organization (or

@@ -31,7 +31,10 @@ const (
 const (
 	privilegeKey = "privilege"
 	publicKey    = "public"
-	apiPrefix    = "/api/v2"
+	// scopedReadKey marks a read that waits for the writes it depends on itself (awaitScopes)
+	// instead of for all of its organization's before it starts.
+	scopedReadKey = "scoped-read"
+	apiPrefix     = "/api/v2"
 )
 
 type principalKey struct{}
@@ -47,15 +50,6 @@ func requestFrom(ctx context.Context) *contract.Request {
 func principalFrom(ctx context.Context) *Principal {
 	p, _ := ctx.Value(principalKey{}).(*Principal)
 	return p
-}
-
-// awaitedKey marks a read that waited for writes of its organization.
-type awaitedKey struct{}
-
-// awaited reports whether the read being handled waited for writes of its organization.
-func awaited(ctx context.Context) bool {
-	b, _ := ctx.Value(awaitedKey{}).(bool)
-	return b
 }
 
 // authorize is the one authorization hook: it authenticates the key (or admits an anonymous
@@ -90,10 +84,11 @@ func (a *API) authorize(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	// Reads (GET, whatever privilege they need, anonymous ones too) wait for the organization's
-	// writes acknowledged before them; writes are audited.
+	// writes acknowledged before them, or, marked scopedReadKey, for those they depend on
+	// (the handler waits); writes are audited.
 	if o.Method == http.MethodGet {
-		if a.awaitWrites(ctx.Context(), p) {
-			ctx = huma.WithValue(ctx, awaitedKey{}, true)
+		if scoped, _ := o.Metadata[scopedReadKey].(bool); !scoped {
+			a.awaitWrites(ctx.Context(), p)
 		}
 	} else {
 		done, refused := a.limits.StartWrite(p.KeyID, p.Org.ID)

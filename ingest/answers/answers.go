@@ -185,10 +185,12 @@ func NewKey(org, fingerprint, flow, env string, policies []string) Key {
 		policies: strings.Join(policies, "\x00")} // names hold no NUL
 }
 
-// answer is an encoded assert result and the counts it was computed at.
+// answer is an encoded assert result, the counts it was computed at, and the scopes of the
+// writes that would change it (its artifact's trails, its environment: see Get).
 type answer struct {
-	at   Stamp
-	body []byte
+	at     Stamp
+	body   []byte
+	scopes []string
 }
 
 // Cache keeps encoded assert answers while what they depend on stands still. The counts
@@ -211,29 +213,29 @@ func NewCache(c *Changes) *Cache {
 	return &Cache{changes: c, lru: l}
 }
 
-// Get returns the answer to k if it was computed at the current counts, and the counts to
-// store a new answer at. fresh asks for an answer computed now whatever is kept (a caller that
-// must see its own recent writes).
-func (c *Cache) Get(k Key, fresh bool) ([]byte, Stamp, bool) {
+// Get returns the answer to k if it was computed at the current counts, with the scopes it was
+// kept with (the caller waits for writes of those before using it: read after write), and the
+// counts to store a new answer at.
+func (c *Cache) Get(k Key) (body []byte, scopes []string, at Stamp, ok bool) {
 	if c.changes == nil || len(k.fingerprint) != 64 {
-		return nil, Stamp{}, false
+		return nil, nil, Stamp{}, false
 	}
 	now := c.changes.stamp(k.org, k.fingerprint)
 	if c.changes.announced && !c.changes.listening.Load() {
-		return nil, now, false
+		return nil, nil, now, false
 	}
-	if a, ok := c.lru.Get(k); ok && a.at.same(now) && !fresh {
-		return a.body, now, true
+	if a, ok := c.lru.Get(k); ok && a.at.same(now) {
+		return a.body, a.scopes, now, true
 	}
-	return nil, now, false
+	return nil, nil, now, false
 }
 
-// Put keeps body as the answer to k computed at counts at.
-func (c *Cache) Put(k Key, at Stamp, body []byte) {
+// Put keeps body as the answer to k computed at counts at, depending on the writes of scopes.
+func (c *Cache) Put(k Key, at Stamp, body []byte, scopes []string) {
 	if c.changes == nil || len(k.fingerprint) != 64 || at.busy {
 		return
 	}
-	c.lru.Add(k, answer{at: at, body: body})
+	c.lru.Add(k, answer{at: at, body: body, scopes: scopes})
 }
 
 // Encode encodes v as Huma would have (no HTML escaping, a final newline), so that an

@@ -3,6 +3,7 @@ package answers
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,12 +15,12 @@ func TestAnswerCache(t *testing.T) {
 	other := strings.Repeat("cd", 32)
 	k := NewKey("org", fp, "", "prod", nil)
 	kept := func(c *Cache, k Key) bool {
-		_, _, ok := c.Get(k, false)
+		_, _, _, ok := c.Get(k)
 		return ok
 	}
 	fill := func(c *Cache, k Key, body string) {
-		_, at, _ := c.Get(k, false)
-		c.Put(k, at, []byte(body))
+		_, _, at, _ := c.Get(k)
+		c.Put(k, at, []byte(body), nil)
 	}
 
 	tests := []struct {
@@ -51,9 +52,9 @@ func TestAnswerCache(t *testing.T) {
 	t.Run("a commit during the computation", func(t *testing.T) {
 		changes := NewChanges()
 		c := NewCache(changes)
-		_, at, _ := c.Get(k, false) // counts read before the answer is computed
+		_, _, at, _ := c.Get(k) // counts read before the answer is computed
 		changes.Advance([]string{"org"}, nil)
-		c.Put(k, at, []byte("v2"))
+		c.Put(k, at, []byte("v2"), nil)
 		if kept(c, k) {
 			t.Fatal("an answer computed across a commit was used")
 		}
@@ -61,7 +62,7 @@ func TestAnswerCache(t *testing.T) {
 	t.Run("questions kept apart", func(t *testing.T) {
 		c := NewCache(NewChanges())
 		fill(c, k, "env")
-		if body, _, ok := c.Get(k, false); !ok || !bytes.Equal(body, []byte("env")) {
+		if body, _, _, ok := c.Get(k); !ok || !bytes.Equal(body, []byte("env")) {
 			t.Fatalf("kept answer: %q %v", body, ok)
 		}
 		if kept(c, NewKey("org", fp, "", "", []string{"prod"})) {
@@ -80,11 +81,12 @@ func TestAnswerCache(t *testing.T) {
 			t.Fatal("an answer outlived Forget")
 		}
 	})
-	t.Run("a fresh answer is asked for", func(t *testing.T) {
+	t.Run("the scopes it depends on are kept with it", func(t *testing.T) {
 		c := NewCache(NewChanges())
-		fill(c, k, "v")
-		if _, _, ok := c.Get(k, true); ok {
-			t.Fatal("a kept answer was given to a caller that asked for a fresh one")
+		_, _, at, _ := c.Get(k)
+		c.Put(k, at, []byte("v"), []string{"trail-a", "env-b"})
+		if _, scopes, _, ok := c.Get(k); !ok || !slices.Equal(scopes, []string{"trail-a", "env-b"}) {
+			t.Fatalf("kept %v, %v; want the answer with scopes [trail-a env-b]", ok, scopes)
 		}
 	})
 	t.Run("announced changes are used only while heard", func(t *testing.T) {
@@ -157,12 +159,12 @@ func TestWatchedCommits(t *testing.T) {
 	changes := NewChanges()
 	c := NewCache(changes)
 	kept := func() bool {
-		_, _, ok := c.Get(k, false)
+		_, _, _, ok := c.Get(k)
 		return ok
 	}
 	fill := func(body string) {
-		_, at, _ := c.Get(k, false)
-		c.Put(k, at, []byte(body))
+		_, _, at, _ := c.Get(k)
+		c.Put(k, at, []byte(body), nil)
 	}
 	var duringCommit, keptDuring bool
 	st := changes.Watch(commitStore{atCommit: func() {

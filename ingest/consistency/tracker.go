@@ -30,27 +30,38 @@ type Tracker struct {
 	poll    time.Duration
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	seq     uint64 // numbers every publish, across organizations
-	orgs    map[string]*orgWrites
-	seen    map[string]time.Time // organization -> when some of its writes were last found visible
-	changed chan struct{}        // closed and replaced on every Notify and every progress
-	waiting int                  // reads waiting now
+	mu   sync.Mutex
+	seq  uint64 // numbers every publish, across organizations
+	orgs map[string]*orgWrites
+	seen map[string]time.Time // organization -> when some of its writes were last found visible
+	// seenScope is seen by organization and scope key ("org\x00scope"), for scoped reads.
+	seenScope map[string]time.Time
+	changed   chan struct{} // closed and replaced on every Notify and every progress
+	waiting   int           // reads waiting now
 }
 
 // orgWrites is what one organization has in flight.
 type orgWrites struct {
 	pending  []pendingWrite // in publish order
 	checking bool           // a goroutine is asking the store about them
+	// unscoped counts the pending writes that name no scope (they may change anything of the
+	// organization), scoped the others by scope key; writes found visible by a scoped wait are
+	// no longer counted. A scoped read with nothing counted for it waits for nothing.
+	unscoped int
+	scoped   map[string]int
 }
 
 // pendingWrite is a message ID, or a trail that must be evaluated at a dirt generation (its
 // messages were applied by a process that stopped before evaluating it).
 type pendingWrite struct {
-	seq   uint64
-	id    string
-	trail string
-	gen   int64
+	seq    uint64
+	id     string
+	trail  string
+	gen    int64
+	scopes []string // what the write may change (see Published); none: anything of the organization
+	// visible says a scoped wait found it visible: it stays in pending, in publish order, until
+	// the oldest writes before it are settled, but no read waits for it.
+	visible bool
 }
 
 // NewTracker builds a tracker. maxWait bounds every wait (then the read proceeds, possibly
@@ -65,8 +76,14 @@ func NewTracker(vis Visibility, maxWait, poll time.Duration, log *slog.Logger) *
 }
 
 // Published records that message id was published for org; the caller answers its client
-// after this returns, so every read that starts after the answer waits for id.
-func (t *Tracker) Published(org, id string) { t.add(org, pendingWrite{id: id}) }
+// after this returns, so every read that starts after the answer waits for id. scopes name
+// what the message may change (its trail's key, an artifact's fingerprint key, see
+// contract.Envelope.Scopes): a read that depends only on other scopes of the organization
+// (WaitScoped) does not wait for it. Without scopes it may change anything of the
+// organization, and every read waits for it.
+func (t *Tracker) Published(org, id string, scopes ...string) {
+	t.add(org, pendingWrite{id: id, scopes: scopes})
+}
 
 // Unevaluated records that org's trail must be evaluated at dirt generation gen before its
 // reads are served: a process restarting learns so of messages its predecessor applied.
@@ -84,6 +101,7 @@ func (t *Tracker) add(org string, p pendingWrite) {
 	t.seq++
 	p.seq = t.seq
 	w.pending = append(w.pending, p)
+	w.count(p, 1)
 	n := len(w.pending)
 	t.mu.Unlock()
 	if n%pruneChunk == 0 {
@@ -105,13 +123,26 @@ func (t *Tracker) broadcast() {
 	t.changed = make(chan struct{})
 }
 
-// WritesFresh reports whether org has writes not yet known to be visible, or had some found
-// visible in the last d: the reads that must not be answered from anything kept from before.
-func (t *Tracker) WritesFresh(org string, d time.Duration) bool {
+// ScopesFresh reports whether a read of scopes of org must not be answered from anything kept
+// from before: writes it waits for (of those scopes, or of none) are not yet known to be
+// visible, or some were found visible in the last d. Writes to the organization's other scopes
+// do not count.
+func (t *Tracker) ScopesFresh(org string, scopes []string, d time.Duration) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	at, ok := t.seen[org]
-	return t.orgs[org] != nil || (ok && time.Since(at) < d)
+	if w := t.orgs[org]; w != nil && w.counts(scopes) {
+		return true
+	}
+	now := time.Now()
+	if at, ok := t.seen[org+"\x00"]; ok && now.Sub(at) < d {
+		return true
+	}
+	for _, sc := range scopes {
+		if at, ok := t.seen[org+"\x00"+sc]; ok && now.Sub(at) < d {
+			return true
+		}
+	}
+	return false
 }
 
 // Pending reports how many of org's messages are not yet known to be visible.
@@ -172,8 +203,189 @@ func (t *Tracker) Wait(ctx context.Context, org string) bool {
 	}
 }
 
-// maxSeen is the size from which forget drops the old entries of Tracker.seen.
-const maxSeen = 4096
+// WaitScoped is Wait for a read that depends only on scopes of org (see Published): it waits
+// for the writes published before the call that name one of scopes or name none, and not for
+// the organization's other writes. It reports whether any such write was in flight.
+func (t *Tracker) WaitScoped(ctx context.Context, org string, scopes []string) bool {
+	t.mu.Lock()
+	w := t.orgs[org]
+	if w == nil || !w.counts(scopes) {
+		t.mu.Unlock()
+		return false
+	}
+	upTo := t.seq
+	t.waiting++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.waiting--
+		t.mu.Unlock()
+	}()
+	deadline := time.NewTimer(t.maxWait)
+	defer deadline.Stop()
+	poll := time.NewTimer(t.poll)
+	defer poll.Stop()
+	for {
+		t.mu.Lock()
+		changed := t.changed
+		t.mu.Unlock()
+		if t.settleScoped(ctx, org, scopes, upTo) {
+			return true
+		}
+		poll.Reset(t.poll)
+		select {
+		case <-ctx.Done():
+			return true
+		case <-deadline.C:
+			t.log.WarnContext(ctx, "read-after-write wait timed out; serving the read anyway", "org", org, "scopes", scopes,
+				"pending", t.Pending(org), "wait", t.maxWait)
+			return true
+		case <-changed:
+		case <-poll.C:
+		}
+	}
+}
+
+// settleScoped asks the store about org's writes up to upTo that a read of scopes waits for,
+// marks them visible when they all are, and reports whether none is left. Unlike settle, many
+// scoped reads may ask at once: each asks about its own few writes.
+func (t *Tracker) settleScoped(ctx context.Context, org string, scopes []string, upTo uint64) bool {
+	t.mu.Lock()
+	w := t.orgs[org]
+	if w == nil {
+		t.mu.Unlock()
+		return true
+	}
+	var ids []string
+	var seqs []uint64
+	var gens map[string]int64
+	for _, p := range w.pending {
+		if p.seq > upTo {
+			break
+		}
+		if p.visible || !p.in(scopes) {
+			continue
+		}
+		seqs = append(seqs, p.seq)
+		if p.trail == "" {
+			ids = append(ids, p.id)
+			continue
+		}
+		if gens == nil {
+			gens = map[string]int64{}
+		}
+		gens[p.trail] = max(gens[p.trail], p.gen)
+	}
+	t.mu.Unlock()
+	if len(seqs) == 0 {
+		return true
+	}
+	ok, err := t.vis.Visible(ctx, ids)
+	if err == nil && ok && len(gens) > 0 {
+		ok, err = t.vis.Evaluated(ctx, gens)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			t.log.Warn("read-after-write: visibility check failed", "err", err)
+		}
+		return false
+	}
+	if !ok {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if w = t.orgs[org]; w == nil {
+		return true // settled meanwhile
+	}
+	now := time.Now()
+	for i := range w.pending { // the writes asked about that are still pending, in seq order
+		p := &w.pending[i]
+		if len(seqs) == 0 || p.seq > seqs[len(seqs)-1] {
+			break
+		}
+		if p.seq < seqs[0] {
+			continue
+		}
+		if p.seq == seqs[0] {
+			seqs = seqs[1:]
+			if !p.visible {
+				p.visible = true
+				w.count(*p, -1)
+				t.sawScopes(org, p.scopes, now)
+			}
+		}
+	}
+	t.broadcast()
+	return true
+}
+
+// in reports whether a read of scopes waits for the write: it names one of them, or none.
+func (p pendingWrite) in(scopes []string) bool {
+	if len(p.scopes) == 0 {
+		return true
+	}
+	for _, s := range p.scopes {
+		for _, r := range scopes {
+			if s == r {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// count adds d to the counts of p's scopes (or to the unscoped writes).
+func (w *orgWrites) count(p pendingWrite, d int) {
+	if len(p.scopes) == 0 {
+		w.unscoped += d
+		return
+	}
+	if w.scoped == nil {
+		w.scoped = map[string]int{}
+	}
+	for _, s := range p.scopes {
+		if n := w.scoped[s] + d; n > 0 {
+			w.scoped[s] = n
+		} else {
+			delete(w.scoped, s)
+		}
+	}
+}
+
+// counts reports whether a read of scopes has anything to wait for.
+func (w *orgWrites) counts(scopes []string) bool {
+	if w.unscoped > 0 {
+		return true
+	}
+	for _, s := range scopes {
+		if w.scoped[s] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sawScopes records that writes of scopes (none: an unscoped one) of org were found visible at
+// now. The caller holds mu.
+func (t *Tracker) sawScopes(org string, scopes []string, now time.Time) {
+	if len(t.seen) >= maxSeen { // scopes written to long ago need no entry
+		for k, at := range t.seen {
+			if now.Sub(at) > time.Minute {
+				delete(t.seen, k)
+			}
+		}
+	}
+	if len(scopes) == 0 {
+		t.seen[org+"\x00"] = now
+	}
+	for _, s := range scopes {
+		t.seen[org+"\x00"+s] = now
+	}
+}
+
+// maxSeen is the size from which sawScopes drops the old entries of Tracker.seen.
+const maxSeen = 16384
 
 // pruneChunk bounds the IDs of one visibility query (SQLite allows 32766 parameters).
 const pruneChunk = 256
@@ -207,6 +419,11 @@ func (t *Tracker) settle(ctx context.Context, org string, upTo uint64) bool {
 		if len(w.pending) > maxPending {
 			t.log.WarnContext(ctx, "read-after-write: too many pending writes for one organization; forgetting the oldest", "org", org,
 				"dropped", len(w.pending)-keepPending)
+			for _, p := range w.pending[:len(w.pending)-keepPending] {
+				if !p.visible {
+					w.count(p, -1)
+				}
+			}
 			w.pending = append([]pendingWrite(nil), w.pending[len(w.pending)-keepPending:]...)
 			if w.pending[0].seq > upTo {
 				t.mu.Unlock()
@@ -221,6 +438,9 @@ func (t *Tracker) settle(ctx context.Context, org string, upTo uint64) bool {
 				break
 			}
 			n++
+			if p.visible { // found so by a scoped read
+				continue
+			}
 			if p.trail == "" {
 				ids = append(ids, p.id)
 				continue
@@ -260,14 +480,12 @@ func (t *Tracker) settle(ctx context.Context, org string, upTo uint64) bool {
 // ones are still the first n. The caller holds mu.
 func (t *Tracker) forget(org string, w *orgWrites, n int) {
 	now := time.Now()
-	if len(t.seen) >= maxSeen { // organizations that wrote long ago need no entry
-		for o, at := range t.seen {
-			if now.Sub(at) > time.Minute {
-				delete(t.seen, o)
-			}
+	for _, p := range w.pending[:n] {
+		if !p.visible {
+			w.count(p, -1)
+			t.sawScopes(org, p.scopes, now)
 		}
 	}
-	t.seen[org] = now
 	if n == len(w.pending) {
 		delete(t.orgs, org)
 	} else {

@@ -210,25 +210,93 @@ func TestTrackerWaitIsBounded(t *testing.T) {
 	}
 }
 
-// TestTrackerWritesFresh: an organization's writes count as fresh while pending and for a while
-// after they are found visible.
-func TestTrackerWritesFresh(t *testing.T) {
+// TestTrackerScopesFresh: writes count as fresh for the reads that wait for them while pending
+// and for a while after they are found visible; not for reads of other scopes.
+func TestTrackerScopesFresh(t *testing.T) {
 	v := &fakeVisibility{visible: map[string]bool{}}
 	tr := newTestTracker(v)
-	if tr.WritesFresh("acme", time.Hour) {
+	trail, other := []string{"acme/trail-a"}, []string{"acme/trail-b"}
+	if tr.ScopesFresh("acme", trail, time.Hour) {
 		t.Fatal("an organization that never wrote has fresh writes")
 	}
-	tr.Published("acme", "m1")
-	if !tr.WritesFresh("acme", 0) {
+	tr.Published("acme", "m1", trail...)
+	if !tr.ScopesFresh("acme", trail, 0) {
 		t.Fatal("a pending write is not fresh")
 	}
+	if tr.ScopesFresh("acme", other, time.Hour) {
+		t.Fatal("a pending write of another trail is fresh")
+	}
 	v.show("m1")
-	tr.Wait(context.Background(), "acme")
-	if !tr.WritesFresh("acme", time.Hour) {
+	tr.WaitScoped(context.Background(), "acme", trail)
+	if !tr.ScopesFresh("acme", trail, time.Hour) {
 		t.Fatal("a write just found visible is not fresh")
 	}
-	if tr.WritesFresh("acme", 0) || tr.WritesFresh("globex", time.Hour) {
-		t.Fatal("writes stay fresh past the window, or for another organization")
+	if tr.ScopesFresh("acme", trail, 0) || tr.ScopesFresh("acme", other, time.Hour) || tr.ScopesFresh("globex", trail, time.Hour) {
+		t.Fatal("writes stay fresh past the window, or for another trail or organization")
+	}
+	tr.Published("acme", "m2") // names no scope: any read waits for it
+	if !tr.ScopesFresh("acme", other, 0) {
+		t.Fatal("a pending unscoped write is not fresh for every read")
+	}
+	v.show("m2")
+	tr.Wait(context.Background(), "acme")
+	if !tr.ScopesFresh("acme", other, time.Hour) {
+		t.Fatal("an unscoped write just found visible is not fresh for every read")
+	}
+}
+
+// TestTrackerWaitScoped: a scoped read waits for the writes of its scopes and for unscoped ones
+// published before it, and not for writes of the organization's other scopes; what it found
+// visible is no longer waited for, and the list is still settled in order.
+func TestTrackerWaitScoped(t *testing.T) {
+	v := &fakeVisibility{visible: map[string]bool{}}
+	tr := newTestTracker(v)
+	tr.Published("acme", "other-1", "acme/trail-b")
+	if tr.WaitScoped(context.Background(), "acme", []string{"acme/trail-a"}) {
+		t.Fatal("a read of trail-a waited for a write of trail-b")
+	}
+	tr.Published("acme", "mine", "acme/trail-a", "acme/fingerprint/f1")
+	tr.Published("acme", "other-2", "acme/trail-b")
+	done := make(chan bool)
+	go func() { done <- tr.WaitScoped(context.Background(), "acme", []string{"acme/fingerprint/f1"}) }()
+	waitFor(t, "the read to wait", func() bool { return tr.Waiting() == 1 })
+	select {
+	case <-done:
+		t.Fatal("the read did not wait for a write of its fingerprint")
+	default:
+	}
+	v.show("mine")
+	tr.Notify()
+	if !<-done {
+		t.Fatal("the read reports it waited for nothing")
+	}
+	if tr.WaitScoped(context.Background(), "acme", []string{"acme/trail-a"}) {
+		t.Fatal("a write found visible was waited for again")
+	}
+	if got := tr.Pending("acme"); got != 3 {
+		t.Fatalf("%d writes pending, want 3 (a scoped read settles nothing out of order)", got)
+	}
+
+	tr.Published("acme", "policy") // names no scope
+	go func() { done <- tr.WaitScoped(context.Background(), "acme", []string{"acme/trail-a"}) }()
+	waitFor(t, "the read to wait for the unscoped write", func() bool { return tr.Waiting() == 1 })
+	v.show("policy")
+	tr.Notify()
+	if !<-done {
+		t.Fatal("the read reports it waited for nothing")
+	}
+
+	// A whole-organization read still waits for the others, and then the list is empty.
+	go func() { done <- tr.Wait(context.Background(), "acme") }()
+	waitFor(t, "the organization's read to wait", func() bool { return tr.Waiting() == 1 })
+	v.show("other-1", "other-2")
+	tr.Notify()
+	<-done
+	if got := tr.Pending("acme"); got != 0 {
+		t.Fatalf("%d writes pending after every one is visible", got)
+	}
+	if w := tr.orgs["acme"]; w != nil {
+		t.Fatalf("counts left behind: %+v", w)
 	}
 }
 

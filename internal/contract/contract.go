@@ -137,6 +137,36 @@ func (e *Envelope) PartitionKey() string {
 	return e.OrgID
 }
 
+// Scopes names what the message may change, for reads that depend on part of an organization
+// (read after write waits only for the writes of the scopes a read depends on): a trail's
+// messages its trail's key, an artifact's evidence also the artifact's FingerprintScope, an
+// environment's reports and policy attachments its key. Every other message may change anything
+// of its organization and names none.
+func (e *Envelope) Scopes() []string {
+	switch {
+	case e.Trail != nil:
+		return []string{TrailKey(e.OrgID, e.Trail.FlowID, e.Trail.Name)}
+	case e.Artifact != nil:
+		return []string{TrailKey(e.OrgID, e.Artifact.FlowID, e.Artifact.TrailName), FingerprintScope(e.OrgID, e.Artifact.Fingerprint)}
+	case e.Attestation != nil:
+		t := TrailKey(e.OrgID, e.Attestation.FlowID, e.Attestation.TrailName)
+		if fp := e.Attestation.ArtifactFingerprint; fp != "" {
+			return []string{t, FingerprintScope(e.OrgID, fp)}
+		}
+		return []string{t}
+	case e.Snapshot != nil:
+		return []string{EnvironmentKey(e.OrgID, e.Snapshot.EnvID)}
+	case e.Allow != nil:
+		return []string{EnvironmentKey(e.OrgID, e.Allow.EnvID)}
+	case e.Attach != nil:
+		return []string{EnvironmentKey(e.OrgID, e.Attach.EnvID)}
+	}
+	return nil
+}
+
+// FingerprintScope is the scope of the evidence about one artifact (see Envelope.Scopes).
+func FingerprintScope(orgID, fingerprint string) string { return orgID + "/fingerprint/" + fingerprint }
+
 // TrailKey is the partition key of a trail. Flow IDs, not names, keep it stable across renames.
 func TrailKey(orgID, flowID, trail string) string { return orgID + "/" + flowID + "/" + trail }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus/kafkatest"
@@ -140,5 +141,103 @@ func TestReadAfterWriteAcrossIngestProcesses(t *testing.T) {
 		if pos[part] != end {
 			t.Fatalf("applied positions %v, bus ends %v", pos, ends)
 		}
+	}
+}
+
+// TestAssertWaitsOnlyForWhatItReads: an assert waits for the writes acknowledged before it that
+// can change its answer (its artifact's trails, the environment it is judged in, writes of no
+// scope) and for no other write of the organization: a deploy gate is not held back by other
+// pipelines' evidence. The evaluator is held, so a wait lasts until the test releases it.
+func TestAssertWaitsOnlyForWhatItReads(t *testing.T) {
+	cfg := baseConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Ingest.ConsistencyWait = time.Hour // a wrong wait hangs the test instead of serving stale
+	r, err := StartEmbedded(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKosli(t, "http://"+r.Addr+"/api/v2", testToken)
+	for _, flow := range []string{"app", "other"} {
+		k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": flow, "description": ""},
+			file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+		k.multipart(http.MethodPut, "/trails/"+testOrg+"/"+flow, "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
+	}
+	k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fpBackend, "filename": "app",
+		"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, http.StatusCreated)
+	k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": true}).want(t, http.StatusCreated)
+	k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "server"}).want(t, http.StatusCreated)
+	running := []map[string]any{{"digests": map[string]string{"app": fpBackend}, "creationTimestamp": 1}}
+	k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/server", map[string]any{"artifacts": running}).want(t, http.StatusCreated)
+	flowScope, envScope := "/asserts/"+testOrg+"/fingerprint/"+fpBackend, "/asserts/"+testOrg+"/fingerprint/"+fpBackend+"?environment_name=prod"
+	if res := k.get(flowScope).want(t, http.StatusOK).JSON(t); res["compliant"] != true {
+		t.Fatalf("assert before the restart: %v", res)
+	}
+	// A read of the whole organization waits for every write: nothing is left for the restart,
+	// whose backlog (of no known scope) every read would wait for.
+	k.get("/flows/" + testOrg).want(t, http.StatusOK)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	hold := make(chan struct{})
+	cfg.holdEvaluator = hold
+	if r, err = StartEmbedded(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	k = newKosli(t, "http://"+r.Addr+"/api/v2", testToken)
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	tracker := r.API.Tracker()
+	// assertAsync asserts in the background; the test then sees it either answer or wait.
+	assertAsync := func(path string) <-chan reply {
+		c := make(chan reply, 1)
+		go func() { c <- k.get(path) }()
+		return c
+	}
+	answersAtOnce := func(what, path string) {
+		t.Helper()
+		c := assertAsync(path)
+		var got reply
+		eventually(t, what+" to answer or wait", func() bool {
+			select {
+			case got = <-c:
+				return true
+			default:
+				return tracker.Waiting() > 0
+			}
+		})
+		if got.Status == 0 {
+			t.Fatalf("%s waited for a write it does not read", what)
+		}
+		got.want(t, http.StatusOK)
+	}
+	waits := func(what, path string, n int) <-chan reply {
+		t.Helper()
+		c := assertAsync(path)
+		eventually(t, what+" to wait", func() bool { return tracker.Waiting() == n })
+		return c
+	}
+
+	// Another pipeline's evidence, never applied while held: no assert of the artifact waits.
+	k.multipart(http.MethodPost, "/attestations/"+testOrg+"/other/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "tests", "is_compliant": false}).want(t, http.StatusCreated)
+	answersAtOnce("a flow-scope assert", flowScope)
+	answersAtOnce("an environment-scope assert", envScope)
+	answersAtOnce("a flow-scope assert answered from memory", flowScope)
+
+	// A snapshot of the environment: the environment-scope assert waits, the flow-scope one not.
+	k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/server", map[string]any{"artifacts": []any{}}).want(t, http.StatusCreated)
+	answersAtOnce("a flow-scope assert after a snapshot", flowScope)
+	envReply := waits("an environment-scope assert after a snapshot", envScope, 1)
+
+	// Evidence of the artifact's trail: the flow-scope assert waits, and sees it once applied.
+	k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": false}).want(t, http.StatusCreated)
+	flowReply := waits("a flow-scope assert after evidence of its trail", flowScope, 2)
+	close(hold)
+	(<-envReply).want(t, http.StatusOK)
+	if res := (<-flowReply).want(t, http.StatusOK).JSON(t); res["compliant"] != false {
+		t.Fatalf("the assert that waited for the artifact's evidence answers %v", res)
 	}
 }
