@@ -210,7 +210,7 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 			contentType: "application/json; charset=utf-8", want: 200}
 		hammer(ctx, t, cfg.Concurrency, cfg.Warmup, nil)
 		stopProfile := func() {}
-		if ph.out == &res.Environment { // the phase with the targets
+		if ph.out == &res.Environment && cfg.ProfilePhase != ProfileAssertMixed { // the phase with the targets
 			if stopProfile, err = startProfile(cfg); err != nil {
 				return nil, err
 			}
@@ -256,11 +256,16 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 		res.MixedWriters, res.IngestCapacity)
 	half := res.IngestCapacity / 2
 	var mixed int64
+	stopProfile, err := startProfileOf(cfg, ProfileAssertMixed)
+	if err != nil {
+		return nil, err
+	}
 	res.Mixed, mixed, err = assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps, true, res.MixedWriters,
 		time.Duration(float64(res.MixedWriters)*float64(time.Second)/half))
 	if err != nil {
 		return nil, err
 	}
+	stopProfile()
 	res.MixedRate = float64(mixed) / res.Mixed.Seconds
 	fmt.Fprintf(cfg.Progress, "bench: assert in environment scope, ingest at half its capacity: %.0f/s, p50 %.2f ms, p99 %.2f ms, %.0f attestations/s accepted\n",
 		res.Mixed.PerSecond, res.Mixed.P50ms, res.Mixed.P99ms, res.MixedRate)

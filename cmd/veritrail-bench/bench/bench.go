@@ -87,19 +87,23 @@ const (
 	ProfileCombined       = "combined"
 	ProfileIngestAlone    = "ingest-alone"
 	ProfileEvaluatorAlone = "evaluator-alone"
+	// ProfileAssertMixed is RunAssert's mixed phase (RunAssert profiles its environment-scope
+	// phase otherwise).
+	ProfileAssertMixed = "assert-mixed"
 )
 
 func (c *Config) defaults() error {
 	switch c.ProfilePhase {
 	case "":
 		c.ProfilePhase = ProfileCombined
-	case ProfileCombined:
+	case ProfileCombined, ProfileAssertMixed:
 	case ProfileIngestAlone, ProfileEvaluatorAlone:
 		if !c.Apart {
 			return fmt.Errorf("bench: profile phase %q needs the tiers apart (--apart)", c.ProfilePhase)
 		}
 	default:
-		return fmt.Errorf("bench: unknown profile phase %q (want %s, %s or %s)", c.ProfilePhase, ProfileCombined, ProfileIngestAlone, ProfileEvaluatorAlone)
+		return fmt.Errorf("bench: unknown profile phase %q (want %s, %s, %s or %s)", c.ProfilePhase, ProfileCombined, ProfileIngestAlone, ProfileEvaluatorAlone,
+			ProfileAssertMixed)
 	}
 	if c.Duration <= 0 {
 		c.Duration = 10 * time.Second
