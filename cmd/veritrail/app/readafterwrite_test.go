@@ -175,7 +175,7 @@ func TestAssertWaitsOnlyForWhatItReads(t *testing.T) {
 	}
 	// A read of the whole organization waits for every write: nothing is left for the restart,
 	// whose backlog (of no known scope) every read would wait for.
-	k.get("/flows/" + testOrg).want(t, http.StatusOK)
+	k.get("/flows/"+testOrg).want(t, http.StatusOK)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
