@@ -33,12 +33,15 @@ type Tracker struct {
 	mu   sync.Mutex
 	seq  uint64 // numbers every publish, across organizations
 	orgs map[string]*orgWrites
-	seen map[string]time.Time // organization -> when some of its writes were last found visible
-	// seenScope is seen by organization and scope key ("org\x00scope"), for scoped reads.
-	seenScope map[string]time.Time
-	changed   chan struct{} // closed and replaced on every Notify and every progress
-	waiting   int           // reads waiting now
+	// seen records when writes were last found visible, by organization and scope (scope ""
+	// for writes that name none), for ScopesFresh; pruned of entries older than seenHorizon.
+	seen    map[seenKey]time.Time
+	pruned  time.Time
+	changed chan struct{} // closed and replaced on every Notify and every progress
+	waiting int           // reads waiting now
 }
+
+type seenKey struct{ org, scope string }
 
 // orgWrites is what one organization has in flight.
 type orgWrites struct {
@@ -71,7 +74,7 @@ func NewTracker(vis Visibility, maxWait, poll time.Duration, log *slog.Logger) *
 	if poll <= 0 {
 		poll = 5 * time.Millisecond
 	}
-	return &Tracker{vis: vis, maxWait: maxWait, poll: poll, log: log, orgs: map[string]*orgWrites{}, seen: map[string]time.Time{},
+	return &Tracker{vis: vis, maxWait: maxWait, poll: poll, log: log, orgs: map[string]*orgWrites{}, seen: map[seenKey]time.Time{},
 		changed: make(chan struct{})}
 }
 
@@ -125,8 +128,8 @@ func (t *Tracker) broadcast() {
 
 // ScopesFresh reports whether a read of scopes of org must not be answered from anything kept
 // from before: writes it waits for (of those scopes, or of none) are not yet known to be
-// visible, or some were found visible in the last d. Writes to the organization's other scopes
-// do not count.
+// visible, or some were found visible in the last d (at most seenHorizon). Writes to the
+// organization's other scopes do not count.
 func (t *Tracker) ScopesFresh(org string, scopes []string, d time.Duration) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -134,11 +137,11 @@ func (t *Tracker) ScopesFresh(org string, scopes []string, d time.Duration) bool
 		return true
 	}
 	now := time.Now()
-	if at, ok := t.seen[org+"\x00"]; ok && now.Sub(at) < d {
+	if at, ok := t.seen[seenKey{org, ""}]; ok && now.Sub(at) < d {
 		return true
 	}
 	for _, sc := range scopes {
-		if at, ok := t.seen[org+"\x00"+sc]; ok && now.Sub(at) < d {
+		if at, ok := t.seen[seenKey{org, sc}]; ok && now.Sub(at) < d {
 			return true
 		}
 	}
@@ -301,19 +304,20 @@ func (t *Tracker) settleScoped(ctx context.Context, org string, scopes []string,
 	now := time.Now()
 	for i := range w.pending { // the writes asked about that are still pending, in seq order
 		p := &w.pending[i]
-		if len(seqs) == 0 || p.seq > seqs[len(seqs)-1] {
+		for len(seqs) > 0 && seqs[0] < p.seq {
+			seqs = seqs[1:] // settled and dropped meanwhile
+		}
+		if len(seqs) == 0 {
 			break
 		}
-		if p.seq < seqs[0] {
+		if p.seq != seqs[0] {
 			continue
 		}
-		if p.seq == seqs[0] {
-			seqs = seqs[1:]
-			if !p.visible {
-				p.visible = true
-				w.count(*p, -1)
-				t.sawScopes(org, p.scopes, now)
-			}
+		seqs = seqs[1:]
+		if !p.visible {
+			p.visible = true
+			w.count(*p, -1)
+			t.sawScopes(org, p.scopes, now)
 		}
 	}
 	t.broadcast()
@@ -369,23 +373,25 @@ func (w *orgWrites) counts(scopes []string) bool {
 // sawScopes records that writes of scopes (none: an unscoped one) of org were found visible at
 // now. The caller holds mu.
 func (t *Tracker) sawScopes(org string, scopes []string, now time.Time) {
-	if len(t.seen) >= maxSeen { // scopes written to long ago need no entry
+	if now.Sub(t.pruned) > time.Second { // once a second: a busy organization touches many scopes
+		t.pruned = now
 		for k, at := range t.seen {
-			if now.Sub(at) > time.Minute {
+			if now.Sub(at) > seenHorizon {
 				delete(t.seen, k)
 			}
 		}
 	}
 	if len(scopes) == 0 {
-		t.seen[org+"\x00"] = now
+		t.seen[seenKey{org, ""}] = now
 	}
 	for _, s := range scopes {
-		t.seen[org+"\x00"+s] = now
+		t.seen[seenKey{org, s}] = now
 	}
 }
 
-// maxSeen is the size from which sawScopes drops the old entries of Tracker.seen.
-const maxSeen = 16384
+// seenHorizon is how long Tracker.seen remembers: longer than any window ScopesFresh is asked
+// about (answers.AnnouncementLag).
+const seenHorizon = 10 * time.Second
 
 // pruneChunk bounds the IDs of one visibility query (SQLite allows 32766 parameters).
 const pruneChunk = 256

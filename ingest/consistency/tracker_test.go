@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -320,5 +321,44 @@ func TestTrackerBoundsAWriterThatNeverReads(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "too many pending writes"); n == 0 || n > writes/(maxPending-keepPending)+1 {
 		t.Fatalf("the loss was logged %d times for %d writes", n, writes)
+	}
+}
+
+// hookVisibility runs hook once, at the first Visible call, before answering it (the hook may
+// call Visible again).
+type hookVisibility struct {
+	*fakeVisibility
+	hooked atomic.Bool
+	hook   func()
+}
+
+func (h *hookVisibility) Visible(ctx context.Context, ids []string) (bool, error) {
+	if !h.hooked.Swap(true) {
+		h.hook()
+	}
+	return h.fakeVisibility.Visible(ctx, ids)
+}
+
+// TestTrackerScopedWaitAfterASettle: writes a scoped read found visible are no longer counted
+// for their scope even when the oldest of them were settled and dropped while it asked.
+func TestTrackerScopedWaitAfterASettle(t *testing.T) {
+	f := &fakeVisibility{visible: map[string]bool{}}
+	v := &hookVisibility{fakeVisibility: f}
+	tr := newTestTracker(v)
+	tr.Published("acme", "m0", "b")
+	tr.Published("acme", "m1", "a")
+	tr.Published("acme", "m2", "b") // never visible here
+	tr.Published("acme", "m3", "a")
+	f.show("m0", "m1", "m3")
+	upTo := tr.orgs["acme"].pending[1].seq
+	v.hook = func() { tr.settle(context.Background(), "acme", upTo) } // drops m0 and m1 meanwhile
+	if !tr.WaitScoped(context.Background(), "acme", []string{"a"}) {
+		t.Fatal("the read reports it waited for nothing")
+	}
+	if got := len(tr.orgs["acme"].pending); got != 2 {
+		t.Fatalf("%d writes pending, want m2 and m3", got)
+	}
+	if tr.WaitScoped(context.Background(), "acme", []string{"a"}) {
+		t.Fatal("m3, found visible, is still waited for")
 	}
 }
