@@ -23,6 +23,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Environments, "environments", 1000, "environments in the store")
 	fs.IntVar(&cfg.Requests, "requests", 300, "timed requests of each read at each size, one at a time")
 	fs.StringVar(&cfg.Postgres, "postgres", "", "measure the distributed mode on a fresh schema of this PostgreSQL URL instead of the embedded one")
+	fs.BoolVar(&cfg.KeepSchema, "keep-schema", false, "with --postgres: leave the filled schema in place (its name is printed), to look at query plans")
 	fs.StringVar(&cfg.Dir, "dir", "", "the embedded mode's data directory, kept (default: a temporary one, removed)")
 	fs.StringVar(&cfg.URL, "url", "", "measure the Veritrail running there once instead of filling and starting one (with --token, --trails)")
 	fs.StringVar(&cfg.Token, "token", "", "with --url: an API key of the organization "+scale.Org)

@@ -377,7 +377,14 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 	if err != nil {
 		return nil, 0, err
 	}
-	rows, err := r.rows(ctx, oneOffIf(f.FlowIDs != nil)+`SELECT `+trailCols+` FROM trails `+where+` ORDER BY created_at DESC, id`+pageClause(f.Page), args...)
+	q := `SELECT ` + trailCols + ` FROM trails ` + where + ` ORDER BY created_at DESC, id` + pageClause(f.Page)
+	if f.FlowIDs != nil && f.Fingerprint == "" && f.Page.Page > 1 && f.Page.PerPage > 0 {
+		// A deep page of flows' trails: the rows skipped are walked in trails_flow alone (it holds
+		// every column the subquery reads), and only the page's rows are read from the table.
+		q = `SELECT ` + trailCols + ` FROM trails WHERE id IN (SELECT id FROM trails ` + where +
+			` ORDER BY created_at DESC, id` + pageClause(f.Page) + `) ORDER BY created_at DESC, id`
+	}
+	rows, err := r.rows(ctx, oneOffIf(f.FlowIDs != nil)+q, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlstore: list trails: %w", err)
 	}

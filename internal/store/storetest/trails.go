@@ -225,6 +225,8 @@ func testListTrails(t *testing.T, e *env) {
 		{"page past the end", store.TrailFilter{Page: store.Page{Page: 3, PerPage: 3}}, nil, 4},
 		{"page 0 is page 1", store.TrailFilter{Page: store.Page{PerPage: 1}}, []string{"t4"}, 4},
 		{"paged flow", store.TrailFilter{FlowIDs: []string{f1.ID}, Page: store.Page{Page: 2, PerPage: 2}}, []string{"t1"}, 3},
+		{"paged two flows", store.TrailFilter{FlowIDs: []string{f1.ID, f2.ID}, Page: store.Page{Page: 2, PerPage: 2}}, []string{"t2", "t1"}, 4},
+		{"a page past the end of a flow", store.TrailFilter{FlowIDs: []string{f1.ID}, Page: store.Page{Page: 3, PerPage: 2}}, nil, 3},
 		{"no total", store.TrailFilter{Page: store.Page{Page: 1, PerPage: 3}, NoTotal: true}, []string{"t4", "t3", "t2"}, 0},
 	}
 	for _, c := range cases {
