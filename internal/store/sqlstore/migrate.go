@@ -50,6 +50,11 @@ func (d dialect) migrations() migrate.Plan {
 			// a list's total counts only the trails inserted since its last count (see trailCounts). Trails of earlier
 			// builds get 0: they are all committed. SQLite needs nothing (its rowids serve).
 			{Version: 10, Name: "trail insert transactions", Up: d.trailXids},
+			// PostgreSQL: the same by flow (with the organization, read from the index alone), so
+			// that a flow's total is kept between counts too (a COUNT(*) of a flow's 5,000 trails
+			// was most of its first page at 1M attestations).
+			{Version: 11, Name: "trail insert transactions by flow", Up: d.postgresOnly(
+				`CREATE INDEX IF NOT EXISTS trails_flow_xid ON trails (flow_id, xid, org_id)`)},
 		},
 	}
 }
@@ -137,6 +142,16 @@ func (d dialect) addColumns(ctx context.Context, tx migrate.Execer) error {
 		}
 	}
 	return nil
+}
+
+// postgresOnly runs statements on PostgreSQL and nothing on SQLite.
+func (d dialect) postgresOnly(statements ...string) func(context.Context, migrate.Execer) error {
+	return func(ctx context.Context, tx migrate.Execer) error {
+		if d.name != postgresDialect.name {
+			return nil
+		}
+		return migrate.Statements(statements...)(ctx, tx)
+	}
 }
 
 // trailXids is version 10 (PostgreSQL only).

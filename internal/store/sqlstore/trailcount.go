@@ -12,7 +12,7 @@ import (
 // list's time). Exact because trails are never deleted (Wipe clears the counts) and the mark
 // is one no later snapshot can see a new trail below: on SQLite the last rowid counted (one
 // writer inserts rowids in commit order), on PostgreSQL the snapshot's xmin over the trails'
-// inserting transactions (countPostgres, which keeps organizations' counts only).
+// inserting transactions (countPostgres).
 type trailCounts struct {
 	mu sync.Mutex
 	m  map[trailCountKey]trailCountMark
@@ -80,15 +80,14 @@ func (c *trailCounts) count(ctx context.Context, r reads, orgID, flow string) (i
 // countPostgres is count on PostgreSQL, where the mark is a transaction ID instead of a rowid:
 // every transaction below the snapshot's xmin has ended, so the trails they inserted that this
 // snapshot sees are seen by every later one and their count can be kept; the trails of later
-// transactions are counted afresh each time, from the organization's xid index (migration 10). The mark
-// starts at 0, which the trails of builds before that migration carry.
+// transactions are counted afresh each time, from the organization's xid index (migration 10)
+// or the flow's (migration 11). The mark starts at 0, which the trails of builds before
+// migration 10 carry.
 func (c *trailCounts) countPostgres(ctx context.Context, r reads, key trailCountKey, mark trailCountMark) (int, error) {
-	if key.flow != "" {
-		// A flow's trails are counted from trails_flow: a flow holds a small share of the
-		// organization's, and filtering the xid index by flow cost more than it saved.
-		return r.count(ctx, "trails", `SELECT COUNT(*) FROM trails WHERE org_id = ? AND flow_id = ?`, key.org, key.flow)
-	}
 	filter, args := `org_id = ?`, []any{key.org}
+	if key.flow != "" {
+		filter, args = `flow_id = ? AND org_id = ?`, []any{key.flow, key.org}
+	}
 	q := `WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS h)
 		SELECT (SELECT COUNT(*) FROM trails WHERE ` + filter + ` AND xid >= ? AND xid < s.h),
 			(SELECT COUNT(*) FROM trails WHERE ` + filter + ` AND xid >= s.h), s.h FROM s`
