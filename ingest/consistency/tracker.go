@@ -168,51 +168,26 @@ func (t *Tracker) Waiting() int {
 // Wait blocks until every message published for org before the call is visible, the bound
 // passes, or ctx ends. It reports whether anything was in flight.
 func (t *Tracker) Wait(ctx context.Context, org string) bool {
-	t.mu.Lock()
-	w := t.orgs[org]
-	if w == nil {
-		t.mu.Unlock()
-		return false
-	}
-	upTo := t.seq
-	t.waiting++
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		t.waiting--
-		t.mu.Unlock()
-	}()
-	deadline := time.NewTimer(t.maxWait)
-	defer deadline.Stop()
-	poll := time.NewTimer(t.poll)
-	defer poll.Stop()
-	for {
-		t.mu.Lock()
-		changed := t.changed
-		t.mu.Unlock()
-		if t.settle(ctx, org, upTo) {
-			return true
-		}
-		poll.Reset(t.poll)
-		select {
-		case <-ctx.Done():
-			return true
-		case <-deadline.C:
-			t.log.WarnContext(ctx, "read-after-write wait timed out; serving the read anyway", "org", org, "pending", t.Pending(org), "wait", t.maxWait)
-			return true
-		case <-changed:
-		case <-poll.C:
-		}
-	}
+	return t.wait(ctx, org, nil, func(w *orgWrites) bool { return true },
+		func(upTo uint64) bool { return t.settle(ctx, org, upTo) })
 }
 
 // WaitScoped is Wait for a read that depends only on scopes of org (see Published): it waits
 // for the writes published before the call that name one of scopes or name none, and not for
 // the organization's other writes. It reports whether any such write was in flight.
 func (t *Tracker) WaitScoped(ctx context.Context, org string, scopes []string) bool {
+	return t.wait(ctx, org, scopes, func(w *orgWrites) bool { return w.counts(scopes) },
+		func(upTo uint64) bool { return t.settleScoped(ctx, org, scopes, upTo) })
+}
+
+// wait is Wait and WaitScoped: when org has writes in flight that concern the read, it calls
+// settled with the last publish before the call until it reports them visible, waking at every
+// Notify or progress and every poll, for at most maxWait.
+func (t *Tracker) wait(ctx context.Context, org string, scopes []string, concerns func(*orgWrites) bool,
+	settled func(upTo uint64) bool) bool {
 	t.mu.Lock()
 	w := t.orgs[org]
-	if w == nil || !w.counts(scopes) {
+	if w == nil || !concerns(w) {
 		t.mu.Unlock()
 		return false
 	}
@@ -232,7 +207,7 @@ func (t *Tracker) WaitScoped(ctx context.Context, org string, scopes []string) b
 		t.mu.Lock()
 		changed := t.changed
 		t.mu.Unlock()
-		if t.settleScoped(ctx, org, scopes, upTo) {
+		if settled(upTo) {
 			return true
 		}
 		poll.Reset(t.poll)
