@@ -234,9 +234,8 @@ func (t *Tracker) settleScoped(ctx context.Context, org string, scopes []string,
 		t.mu.Unlock()
 		return true
 	}
-	var ids []string
+	var q visibilityQuery
 	var seqs []uint64
-	var gens map[string]int64
 	for _, p := range w.pending {
 		if p.seq > upTo {
 			break
@@ -245,30 +244,13 @@ func (t *Tracker) settleScoped(ctx context.Context, org string, scopes []string,
 			continue
 		}
 		seqs = append(seqs, p.seq)
-		if p.trail == "" {
-			ids = append(ids, p.id)
-			continue
-		}
-		if gens == nil {
-			gens = map[string]int64{}
-		}
-		gens[p.trail] = max(gens[p.trail], p.gen)
+		q.add(p)
 	}
 	t.mu.Unlock()
 	if len(seqs) == 0 {
 		return true
 	}
-	ok, err := t.vis.Visible(ctx, ids)
-	if err == nil && ok && len(gens) > 0 {
-		ok, err = t.vis.Evaluated(ctx, gens)
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			t.log.Warn("read-after-write: visibility check failed", "err", err)
-		}
-		return false
-	}
-	if !ok {
+	if !t.visible(ctx, q) {
 		return false
 	}
 	t.mu.Lock()
@@ -411,49 +393,65 @@ func (t *Tracker) settle(ctx context.Context, org string, upTo uint64) bool {
 				return true
 			}
 		}
-		var ids []string
-		var gens map[string]int64
+		var q visibilityQuery
 		n := 0
 		for _, p := range w.pending[:min(len(w.pending), pruneChunk)] {
 			if p.seq > upTo {
 				break
 			}
 			n++
-			if p.visible { // found so by a scoped read
-				continue
+			if !p.visible { // not found so by a scoped read already
+				q.add(p)
 			}
-			if p.trail == "" {
-				ids = append(ids, p.id)
-				continue
-			}
-			if gens == nil {
-				gens = map[string]int64{}
-			}
-			gens[p.trail] = max(gens[p.trail], p.gen)
 		}
 		w.checking = true
 		t.mu.Unlock()
 
-		ok, err := t.vis.Visible(ctx, ids)
-		if err == nil && ok && len(gens) > 0 {
-			ok, err = t.vis.Evaluated(ctx, gens)
-		}
+		ok := t.visible(ctx, q)
 		t.mu.Lock()
 		w.checking = false
-		if err == nil && ok {
+		if ok {
 			t.forget(org, w, n)
 		}
 		t.mu.Unlock()
-		if err != nil {
-			if ctx.Err() == nil {
-				t.log.Warn("read-after-write: visibility check failed", "err", err)
-			}
-			return false
-		}
 		if !ok {
 			return false
 		}
 	}
+}
+
+// visibilityQuery is what to ask the store about some pending writes: the IDs of messages, and
+// the trails that must be evaluated at a generation.
+type visibilityQuery struct {
+	ids  []string
+	gens map[string]int64
+}
+
+func (q *visibilityQuery) add(p pendingWrite) {
+	if p.trail == "" {
+		q.ids = append(q.ids, p.id)
+		return
+	}
+	if q.gens == nil {
+		q.gens = map[string]int64{}
+	}
+	q.gens[p.trail] = max(q.gens[p.trail], p.gen)
+}
+
+// visible asks the store whether every write of q is visible; a failure to ask is logged and
+// answered as not yet.
+func (t *Tracker) visible(ctx context.Context, q visibilityQuery) bool {
+	ok, err := t.vis.Visible(ctx, q.ids)
+	if err == nil && ok && len(q.gens) > 0 {
+		ok, err = t.vis.Evaluated(ctx, q.gens)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			t.log.Warn("read-after-write: visibility check failed", "err", err)
+		}
+		return false
+	}
+	return ok
 }
 
 // forget removes the first n pending messages of org, found visible, and wakes the waiters.
