@@ -1,16 +1,14 @@
 package evaluate
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/veritrail/veritrail/internal/contract"
-	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -20,11 +18,7 @@ import (
 func BenchmarkHandleAttestation(b *testing.B) {
 	for _, audited := range []bool{false, true} {
 		b.Run(fmt.Sprintf("audited=%v", audited), func(b *testing.B) {
-			st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "state.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { st.Close() })
+			st := sqlitetest.Open(b)
 			ev, err := New(Config{}, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
 			if err != nil {
 				b.Fatal(err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -23,11 +23,7 @@ type envFixture struct {
 
 func newEnvFixture(tb testing.TB, artifacts int) *envFixture {
 	tb.Helper()
-	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(tb.TempDir(), "state.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(tb)
 	ev, err := New(Config{}, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
 	if err != nil {
 		tb.Fatal(err)

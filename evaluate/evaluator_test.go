@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -29,17 +28,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return newFixtureOn(t, openSQLite(t), Config{}, nil)
-}
-
-func openSQLite(t *testing.T) *sqlstore.Store {
-	t.Helper()
-	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return newFixtureOn(t, sqlitetest.Open(t), Config{}, nil)
 }
 
 // newFixtureOn is newFixture on st, with an evaluator configured by cfg that logs to log (nil:
@@ -287,7 +276,7 @@ func TestHandleBatch(t *testing.T) {
 // its trails dirty in the store, and a running evaluator, which applied none of it, evaluates
 // them once they have been dirty for StaleDirtAfter.
 func TestEvaluatesDirtLeftByAnother(t *testing.T) {
-	st := openSQLite(t)
+	st := sqlitetest.Open(t)
 	running := newFixtureOn(t, st, Config{StaleDirtAfter: 10 * time.Millisecond}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -322,7 +311,7 @@ func TestEvaluatesDirtLeftByAnother(t *testing.T) {
 // be left clean with a compliance that leaves out stored attestations.
 func TestStaleEvaluationDoesNotOverwrite(t *testing.T) {
 	ctx := context.Background()
-	st := openSQLite(t)
+	st := sqlitetest.Open(t)
 	slow := newFixtureOn(t, st, Config{}, nil)
 	stale, errs := slow.ev.evaluateMany(ctx, []string{"trail-1"}, nil)
 	if len(errs) > 0 || len(stale) != 1 {

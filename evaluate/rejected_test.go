@@ -25,6 +25,7 @@ import (
 	"github.com/veritrail/veritrail/internal/pgtest"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 )
 
 // logRecords keeps what the evaluator logs, to check what the operator is told.
@@ -104,7 +105,7 @@ func (f *fixture) requestReplay(id string) store.RejectedMessage {
 // its bus ID and organization, instead of being dropped; a redelivery records nothing new.
 func TestUndecodableMessageIsRejected(t *testing.T) {
 	logs := &logRecords{}
-	f := newFixtureOn(t, openSQLite(t), Config{}, slog.New(logs))
+	f := newFixtureOn(t, sqlitetest.Open(t), Config{}, slog.New(logs))
 	garbage := []byte("{\"id\": \"m-x\", \"kind\": \x00\xff not json")
 	m := message.NewMessage("bus-id-1", garbage)
 	m.Metadata.Set(contract.MetaOrg, "org-1")
@@ -143,7 +144,7 @@ func TestUndecodableMessageIsRejected(t *testing.T) {
 // reason, and the messages of its batch before and after it apply.
 func TestStoreRefusalIsRejected(t *testing.T) {
 	logs := &logRecords{}
-	f := newFixtureOn(t, openSQLite(t), Config{}, slog.New(logs))
+	f := newFixtureOn(t, sqlitetest.Open(t), Config{}, slog.New(logs))
 	first := f.attestation("tests", true)
 	dup := f.env(contract.KindAttestationReported, func(e *contract.Envelope) {
 		e.Attestation = &contract.AttestationInput{ID: "att-" + first.UUID, FlowID: "flow-1", TrailName: "t1", Name: "dup",
@@ -243,7 +244,7 @@ func consume(t *testing.T, ev *Evaluator, msgs ...*message.Message) {
 func TestTransientErrorsAreRetried(t *testing.T) {
 	for _, code := range []string{"40001", "57P01", "40P01"} {
 		t.Run(code, func(t *testing.T) {
-			fs := &failingStore{Store: openSQLite(t)}
+			fs := &failingStore{Store: sqlitetest.Open(t)}
 			f := newFixtureOn(t, fs, Config{RetryInterval: time.Millisecond}, nil)
 			var calls atomic.Int32
 			fs.insert = func() error {
@@ -276,7 +277,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 // TestConflictRace: a unique key taken by a transaction that committed meanwhile fails one
 // attempt; the next applies the message, which is not set aside.
 func TestConflictRace(t *testing.T) {
-	fs := &failingStore{Store: openSQLite(t)}
+	fs := &failingStore{Store: sqlitetest.Open(t)}
 	f := newFixtureOn(t, fs, Config{RetryInterval: time.Millisecond}, nil)
 	var calls atomic.Int32
 	fs.insert = func() error {
@@ -301,7 +302,7 @@ func TestConflictRace(t *testing.T) {
 // the store fails everything, it is not.
 func TestUnknownErrors(t *testing.T) {
 	t.Run("the message fails", func(t *testing.T) {
-		fs := &failingStore{Store: openSQLite(t)}
+		fs := &failingStore{Store: sqlitetest.Open(t)}
 		f := newFixtureOn(t, fs, Config{RetryInterval: time.Millisecond, UnknownAttempts: 3}, nil)
 		var tries atomic.Int32
 		fs.insert = func() error {
@@ -321,7 +322,7 @@ func TestUnknownErrors(t *testing.T) {
 		}
 	})
 	t.Run("the store fails", func(t *testing.T) {
-		fs := &failingStore{Store: openSQLite(t)}
+		fs := &failingStore{Store: sqlitetest.Open(t)}
 		f := newFixtureOn(t, fs, Config{RetryInterval: time.Millisecond, UnknownAttempts: 3}, nil)
 		fs.update = func(int) error { return errors.New("something odd") }
 		if err := f.ev.Handle(f.attestation("tests", true)); err == nil {
@@ -333,7 +334,7 @@ func TestUnknownErrors(t *testing.T) {
 		}
 	})
 	t.Run("the apply code panics", func(t *testing.T) {
-		fs := &failingStore{Store: openSQLite(t)}
+		fs := &failingStore{Store: sqlitetest.Open(t)}
 		f := newFixtureOn(t, fs, Config{RetryInterval: time.Millisecond, UnknownAttempts: 2}, nil)
 		fs.insert = func() error { panic("boom") }
 		m := f.attestation("tests", true)
@@ -350,7 +351,7 @@ func TestUnknownErrors(t *testing.T) {
 // flow exists, a replay applies it once, marks its audit record applied, and asking again
 // (or two evaluators at once) changes nothing.
 func TestReplayAfterFix(t *testing.T) {
-	testReplayAfterFix(t, openSQLite(t))
+	testReplayAfterFix(t, sqlitetest.Open(t))
 }
 
 func testReplayAfterFix(t *testing.T, st store.Store) {

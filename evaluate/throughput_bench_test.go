@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -35,14 +35,7 @@ import (
 //	go test -run x -bench EvaluatorThroughput -benchtime 20000x -cpuprofile cpu.pprof ./evaluate
 func BenchmarkEvaluatorThroughput(b *testing.B) {
 	v7 := func() string { return uuid.Must(uuid.NewV7()).String() }
-	sqlite := func(b *testing.B) store.Store {
-		st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "state.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { st.Close() })
-		return st
-	}
+	sqlite := func(b *testing.B) store.Store { return sqlitetest.Open(b) }
 	for _, c := range []struct {
 		name  string
 		open  func(*testing.B) store.Store

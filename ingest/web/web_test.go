@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/ingest/limits"
 	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 )
 
 // fakeStore is the little of the store signing in and the organization page read: two
@@ -69,20 +68,9 @@ func (fakeStore) ListEnvironments(context.Context, string, store.Page) ([]store.
 	return nil, 0, nil
 }
 
-// openSessions is a SQLite store for the sessions, as the embedded mode keeps them.
-func openSessions(t *testing.T) *sqlstore.Store {
-	t.Helper()
-	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
 func newTestSite(t *testing.T, base string) http.Handler {
 	t.Helper()
-	h, _ := newTestSiteWith(t, base, openSessions(t), time.Now)
+	h, _ := newTestSiteWith(t, base, sqlitetest.Open(t), time.Now)
 	return h
 }
 
@@ -166,7 +154,7 @@ func TestSignInStartsASession(t *testing.T) {
 // TestSessionsAreStoredHashed: the store holds the hash of the cookie's token and of the key,
 // never either itself; a session ends when it expires, and the next sign-in removes it.
 func TestSessionsAreStoredHashed(t *testing.T) {
-	st := openSessions(t)
+	st := sqlitetest.Open(t)
 	now := time.Unix(1_700_000_000, 0)
 	h, _ := newTestSiteWith(t, "http://veritrail.test", st, func() time.Time { return now })
 	signIn := func() *http.Cookie {
@@ -363,7 +351,7 @@ func TestExpectedAttestationState(t *testing.T) {
 func TestPagesShareTheAPIRateLimits(t *testing.T) {
 	st := fakeStore{}
 	now := time.Unix(1_700_000_000, 0)
-	s, err := New(Config{BaseURL: "http://veritrail.test"}, Deps{Store: st, Sessions: openSessions(t), Auth: auth.NewAuthenticator(st, time.Now),
+	s, err := New(Config{BaseURL: "http://veritrail.test"}, Deps{Store: st, Sessions: sqlitetest.Open(t), Auth: auth.NewAuthenticator(st, time.Now),
 		Limits: limits.NewLimiter(limits.Limits{KeyRate: 1, KeyBurst: 2}), Clock: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

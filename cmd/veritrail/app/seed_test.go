@@ -3,13 +3,12 @@ package app
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/veritrail/veritrail/ingest/auth"
 	"github.com/veritrail/veritrail/internal/store"
-	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 )
 
 const seedYAML = `
@@ -32,19 +31,9 @@ users:
       - secret: vt_seeded_jane_key_00000000
 `
 
-func openTestStore(t *testing.T) store.Store {
-	t.Helper()
-	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
 func TestApplySeed(t *testing.T) {
 	ctx := context.Background()
-	st := openTestStore(t)
+	st := sqlitetest.Open(t)
 	seed, err := ParseSeed([]byte(seedYAML))
 	if err != nil {
 		t.Fatal(err)
