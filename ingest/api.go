@@ -464,13 +464,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // (read after write, for every client of the organization), here and at the other ingest
 // processes, and reports whether any were in flight.
 func (a *API) awaitWrites(ctx context.Context, p *Principal) bool {
-	start := time.Now()
-	local := a.tracker.Wait(ctx, p.Org.ID)
-	remote := a.peers != nil && a.peers.Wait(ctx, p.Org.ID, start.Add(a.cfg.ConsistencyWait))
-	if local || remote {
-		a.metrics.Waited(time.Since(start))
-	}
-	return local || remote
+	return a.await(ctx, p, func() bool { return a.tracker.Wait(ctx, p.Org.ID) }, true)
 }
 
 // awaitScopes is awaitWrites for a read that depends only on scopes of the organization (see
@@ -478,13 +472,19 @@ func (a *API) awaitWrites(ctx context.Context, p *Principal) bool {
 // unscoped writes and, with peers, for what other ingest processes acknowledged (all of it:
 // they are followed by organization). It reports whether any were in flight.
 func (a *API) awaitScopes(ctx context.Context, p *Principal, scopes []string, peers bool) bool {
+	return a.await(ctx, p, func() bool { return a.tracker.WaitScoped(ctx, p.Org.ID, scopes) }, peers)
+}
+
+// await runs local, this process's wait, then with peers the wait for other ingest processes,
+// and counts the read as waiting when either had writes in flight.
+func (a *API) await(ctx context.Context, p *Principal, local func() bool, peers bool) bool {
 	start := time.Now()
-	local := a.tracker.WaitScoped(ctx, p.Org.ID, scopes)
-	remote := peers && a.peers != nil && a.peers.Wait(ctx, p.Org.ID, start.Add(a.cfg.ConsistencyWait))
-	if local || remote {
+	waited := local()
+	waited = peers && a.peers != nil && a.peers.Wait(ctx, p.Org.ID, start.Add(a.cfg.ConsistencyWait)) || waited
+	if waited {
 		a.metrics.Waited(time.Since(start))
 	}
-	return local || remote
+	return waited
 }
 
 // lookup runs find, and when it finds nothing waits once for the organization's writes in
