@@ -428,7 +428,7 @@ func (e *Evaluator) sweepStaleDirt(ctx context.Context) {
 }
 
 // saveBatch is how many trail results are written in one transaction.
-const saveBatch = 64
+const saveBatch = 256
 
 // evaluateAll evaluates the trails ids and saves the results in one transaction. A trail whose
 // evaluation or save fails is evaluated again a second later. traces holds, by trail, the span

@@ -262,8 +262,8 @@ func TestFlowTagsReJudge(t *testing.T) {
 	}
 }
 
-// TestSnapshotRoundTripsDoNotGrowWithPolicies: with three policies attached, a 1,000-artifact snapshot costs the
-// same number of store round trips as a 10-artifact one.
+// TestSnapshotRoundTripsDoNotGrowWithPolicies: with three policies attached, a 1,000-artifact snapshot costs no
+// more store round trips than a 10-artifact one.
 func TestSnapshotRoundTripsDoNotGrowWithPolicies(t *testing.T) {
 	trips := func(n int) int64 {
 		f := newPolicyFixture(t, n)
@@ -272,8 +272,10 @@ func TestSnapshotRoundTripsDoNotGrowWithPolicies(t *testing.T) {
 		f.report(t, n, 1)
 		return f.st.Statements() - before
 	}
+	// A small snapshot may take a few more: its rows go in parts of the sizes whose statements
+	// stay prepared (sqlstore's preparedChunks), a large one's in one statement a table.
 	small, large := trips(10), trips(1000)
-	if small != large {
+	if large > small {
 		t.Fatalf("a 10-artifact snapshot took %d round trips, a 1,000-artifact one %d", small, large)
 	}
 	t.Logf("round trips per snapshot with 3 policies: %d", large)

@@ -451,8 +451,10 @@ func runEvaluator(ctx context.Context, r *Running, cfg Config, ev *evaluate.Eval
 }
 
 // evaluateBatch bounds the messages the evaluator applies in one transaction; the embedded bus
-// delivers that many ahead of their acks.
-const evaluateBatch = 64
+// delivers that many ahead of their acks. Larger batches than the 64 of before cost the same per
+// message applied alone, but under ingest load they let the evaluator take what piled up during
+// a commit in one transaction (docs/PERFORMANCE.md, 2026-11-26 04:00).
+const evaluateBatch = 256
 
 // serveHTTP serves the API on cfg.Addr, with the operator routes in front of it. The server's
 // ReadTimeout and WriteTimeout stay unset:
@@ -492,10 +494,10 @@ func EmbeddedBusConfig() sqlitebus.Config {
 		MaxLag: embeddedMaxLag, LagGroup: EvaluatorGroup}
 }
 
-// embeddedMaxLag is sixteen of the evaluator's batches: enough that it always has a full
+// embeddedMaxLag is four of the evaluator's largest batches: enough that it always has a full
 // batch waiting, little enough that a read-your-writes wait behind it stays short (about
 // 0.15 s at the 7,000 applied a second of two cores).
-const embeddedMaxLag = 16 * evaluateBatch
+const embeddedMaxLag = 4 * evaluateBatch
 
 // evidenceLag is, per partition of the evidence topic, how many messages the evaluators have
 // not applied yet: the end offset minus the position they recorded.

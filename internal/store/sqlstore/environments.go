@@ -511,18 +511,15 @@ func (t *txn) SetRunning(ctx context.Context, orgID, envID string, gone []string
 }
 
 func (t *txn) AppendTrailEvents(ctx context.Context, events []store.TrailEvent, at float64) error {
-	for start, n := 0, rowsPer(3); start < len(events); start += n {
-		part := events[start:min(start+n, len(events))]
+	return preparedChunks(events, 3, func(part []store.TrailEvent) error {
 		args := make([]any, 0, 3*len(part))
 		for _, e := range part {
 			args = append(args, e.TrailID, string(e.Doc), cmp.Or(e.At, at))
 		}
-		if _, err := t.exec(ctx, "append trail events", oneOffIf(len(part) > preparedRows)+`INSERT INTO trail_events (trail_id, doc, created_at) VALUES `+
-			rowsOf(len(part), 3), args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "append trail events", oneOffIf(len(part) > preparedRows)+`INSERT INTO trail_events (trail_id, doc, created_at) VALUES `+
+			rowsOf(len(part), 3), args...)
+		return err
+	})
 }
 
 func (t *txn) InsertAllowlist(ctx context.Context, a store.AllowlistEntry) error {

@@ -189,19 +189,16 @@ func (t *txn) InsertAudit(ctx context.Context, a store.AuditRecord) error {
 }
 
 func (t *txn) InsertAudits(ctx context.Context, rs []store.AuditRecord) error {
-	for start, n := 0, rowsPer(8); start < len(rs); start += n {
-		part := rs[start:min(start+n, len(rs))]
+	return preparedChunks(rs, 8, func(part []store.AuditRecord) error {
 		args := make([]any, 0, 8*len(part))
 		for _, a := range part {
 			args = append(args, a.ID, a.OrgID, a.KeyID, a.Actor, a.Operation, a.Target, a.Outcome, a.At)
 		}
 		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO audit_log (` + auditCols + `) VALUES ` + rowsOf(len(part), 8) +
 			` ON CONFLICT (id) DO NOTHING`
-		if _, err := t.exec(ctx, "insert audit records", q, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "insert audit records", q, args...)
+		return err
+	})
 }
 
 func (r reads) ListAudit(ctx context.Context, orgID string, f store.AuditFilter) ([]store.AuditRecord, int, error) {

@@ -273,7 +273,7 @@ func (r reads) TrailIDs(ctx context.Context, keys []store.TrailKey) (map[store.T
 	}
 	out := make(map[store.TrailKey]string, len(keys))
 	for _, flowID := range slices.Sorted(maps.Keys(byFlow)) {
-		err := inChunks(byFlow[flowID], 1, func(names []string) error {
+		err := preparedChunks(byFlow[flowID], 1, func(names []string) error {
 			rows, err := r.rows(ctx, oneOffIf(len(names) > preparedRows)+`SELECT id, name FROM trails WHERE flow_id = ? AND name IN (`+
 				placeholders(len(names))+`)`, append([]any{flowID}, anys(names)...)...)
 			if err != nil {
@@ -310,7 +310,7 @@ func (r reads) TrailToEvaluate(ctx context.Context, id string) (int64, string, e
 
 func (r reads) TrailsToEvaluate(ctx context.Context, ids []string) (map[string]store.EvaluationStart, error) {
 	out := make(map[string]store.EvaluationStart, len(ids))
-	err := inChunks(slices.Compact(slices.Sorted(slices.Values(ids))), 1, func(part []string) error {
+	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(ids))), 1, func(part []string) error {
 		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT t.id, d.generation, t.template_id FROM trails t
 			LEFT JOIN dirty_trails d ON d.trail_id = t.id WHERE t.id IN (`+placeholders(len(part))+`)`, anys(part)...)
 		if err != nil {
@@ -455,7 +455,7 @@ func (r reads) TrailArtifacts(ctx context.Context, trailID string) ([]store.Arti
 
 func (r reads) TrailArtifactsByIDs(ctx context.Context, trailIDs []string) (map[string][]store.Artifact, error) {
 	out := make(map[string][]store.Artifact, len(trailIDs))
-	err := inChunks(slices.Compact(slices.Sorted(slices.Values(trailIDs))), 1, func(part []string) error {
+	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(trailIDs))), 1, func(part []string) error {
 		arts, err := r.artifacts(ctx, "trail artifacts", oneOffIf(len(part) > preparedRows)+`SELECT `+artifactCols+
 			` FROM artifacts WHERE trail_id IN (`+placeholders(len(part))+`) ORDER BY seq`, anys(part)...)
 		for _, a := range arts {

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"math/bits"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,36 @@ func oneOffIf(b bool) string {
 	}
 	return ""
 }
+
+// preparedChunks calls f with consecutive parts of items, of perRow parameters a row. Up to
+// preparedBatch items, each part has a size a prepared statement is kept for: preparedRows while
+// that many remain, then the largest power of two that fits. A multi-row statement's text varies
+// with its row count, and the evaluator's batches come in every size: cut this way a statement
+// has at most seven variants, prepared once and reused, where one variant per size filled the
+// cache (maxStatements) and left the rest parsed at every call. More items than preparedBatch
+// (an import, a large snapshot) go in parts as large as the parameters allow, one-off statements
+// (oneOffIf(len(part) > preparedRows)): fewer round trips matter more there than a parse.
+func preparedChunks[T any](items []T, perRow int, f func(part []T) error) error {
+	if len(items) > preparedBatch {
+		return inChunks(items, perRow, f)
+	}
+	most := min(preparedRows, rowsPer(perRow))
+	for start := 0; start < len(items); {
+		n := min(most, len(items)-start)
+		if n < most {
+			n = 1 << (bits.Len(uint(n)) - 1)
+		}
+		if err := f(items[start : start+n]); err != nil {
+			return err
+		}
+		start += n
+	}
+	return nil
+}
+
+// preparedBatch is the most items preparedChunks cuts into prepared statements: the evaluator's
+// largest batch.
+const preparedBatch = 256
 
 // get returns the prepared statement of q, or nil when the cache is full, q is one-off, or q is new and we
 // are inside a transaction: preparing then would need a second connection, and SQLite's

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -41,34 +40,29 @@ func (t *txn) MarkApplied(ctx context.Context, id, trailID string, at float64) e
 	return t.MarkAppliedAll(ctx, []store.AppliedMark{{ID: id, TrailID: trailID, At: at}})
 }
 
-// preparedRows is the largest batch whose statements are prepared and kept, one per size: the
-// evaluator's batches (64 messages) reuse them; larger ones are one-offs.
+// preparedRows is the most rows a prepared multi-row statement takes (preparedChunks).
 const preparedRows = 64
 
 func (t *txn) AppliedAmong(ctx context.Context, ids []string) (map[string]bool, error) {
 	out := make(map[string]bool, len(ids))
-	for start := 0; start < len(ids); start += maxParams {
-		part := ids[start:min(start+maxParams, len(ids))]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
-		}
-		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT id FROM applied_messages WHERE id IN (`+placeholders(len(part))+`)`, args...)
+	err := preparedChunks(ids, 1, func(part []string) error {
+		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT id FROM applied_messages WHERE id IN (`+placeholders(len(part))+`)`,
+			anys(part)...)
 		if err != nil {
-			return nil, fmt.Errorf("sqlstore: applied among: %w", err)
+			return err
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlstore: applied among: %w", err)
+				return err
 			}
 			out[id] = true
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("sqlstore: applied among: %w", err)
-		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: applied among: %w", err)
 	}
 	return out, nil
 }
@@ -76,19 +70,16 @@ func (t *txn) AppliedAmong(ctx context.Context, ids []string) (map[string]bool, 
 func (t *txn) MarkAppliedAll(ctx context.Context, marks []store.AppliedMark) error {
 	// Each mark records its trail's dirt generation as this transaction left it (see Visible).
 	const row = `(?, ?, ?, COALESCE((SELECT d.generation FROM dirty_trails d WHERE d.trail_id = ?), 0))`
-	for start, n := 0, rowsPer(4); start < len(marks); start += n {
-		part := marks[start:min(start+n, len(marks))]
+	return preparedChunks(marks, 4, func(part []store.AppliedMark) error {
 		args := make([]any, 0, 4*len(part))
 		for _, m := range part {
 			args = append(args, m.ID, m.TrailID, m.At, m.TrailID)
 		}
 		q := oneOffIf(len(part) > preparedRows) + `INSERT INTO applied_messages (id, trail_id, applied_at, generation) VALUES ` +
 			strings.Repeat(row+", ", len(part)-1) + row
-		if _, err := t.exec(ctx, "mark applied", q, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "mark applied", q, args...)
+		return err
+	})
 }
 
 func (t *txn) PutTemplate(ctx context.Context, id, content string) error {
@@ -184,7 +175,7 @@ func (t *txn) TouchTrail(ctx context.Context, trailID string, at float64) error 
 }
 
 func (t *txn) TouchTrails(ctx context.Context, at map[string]float64) error {
-	return inChunks(slices.Sorted(maps.Keys(at)), 2, func(part []string) error {
+	return preparedChunks(slices.Sorted(maps.Keys(at)), 2, func(part []string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {
 			args = append(args, id, at[id])
@@ -215,7 +206,7 @@ func (t *txn) InsertAttestation(ctx context.Context, a store.Attestation) error 
 }
 
 func (t *txn) InsertAttestations(ctx context.Context, as []store.Attestation) error {
-	return inChunks(as, 16, func(part []store.Attestation) error {
+	return preparedChunks(as, 16, func(part []store.Attestation) error {
 		args := make([]any, 0, 16*len(part))
 		for _, a := range part {
 			args = append(args, a.ID, a.OrgID, a.FlowID, a.TrailID, a.Name, a.Type, b2i(a.IsCompliant), a.ArtifactFingerprint,
@@ -256,26 +247,27 @@ func (t *txn) LockTrails(ctx context.Context, ids []string) (map[string]int64, e
 		lock = ` FOR NO KEY UPDATE OF t SKIP LOCKED`
 	}
 	out := make(map[string]int64, len(sorted))
-	for start := 0; start < len(sorted); start += maxParams {
-		part := sorted[start:min(start+maxParams, len(sorted))]
+	// Parts in ID order: the locks are taken in the order every transaction takes them.
+	err := preparedChunks(sorted, 1, func(part []string) error {
 		rows, err := t.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT t.id, COALESCE(d.generation, 0) FROM trails t
 			LEFT JOIN dirty_trails d ON d.trail_id = t.id WHERE t.id IN (`+placeholders(len(part))+`) ORDER BY t.id`+lock,
 			anys(part)...)
 		if err != nil {
-			return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
+			return err
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var id string
 			var gen int64
 			if err := rows.Scan(&id, &gen); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
+				return err
 			}
 			out[id] = gen
 		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
-		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: lock trails: %w", err)
 	}
 	return out, nil
 }
@@ -292,7 +284,7 @@ func (t *txn) MarkDirtyAll(ctx context.Context, trailIDs []string) error {
 	gen := time.Now().UnixNano()
 	// In ID order, as every transaction that takes several of these rows takes them.
 	trailIDs = slices.Sorted(slices.Values(trailIDs))
-	return inChunks(trailIDs, 3, func(part []string) error {
+	return preparedChunks(trailIDs, 3, func(part []string) error {
 		args := make([]any, 0, 3*len(part))
 		for _, id := range part {
 			args = append(args, id, gen, gen-1)
@@ -310,7 +302,7 @@ func (t *txn) ClearDirty(ctx context.Context, trailID string, generation int64) 
 }
 
 func (t *txn) ClearDirtyAll(ctx context.Context, generations map[string]int64) error {
-	return inChunks(slices.Sorted(maps.Keys(generations)), 2, func(part []string) error {
+	return preparedChunks(slices.Sorted(maps.Keys(generations)), 2, func(part []string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {
 			args = append(args, id, generations[id])
@@ -330,7 +322,7 @@ func (t *txn) ClearDirtyAll(ctx context.Context, generations map[string]int64) e
 }
 
 func (t *txn) SaveCompliances(ctx context.Context, saves []store.ComplianceSave) error {
-	err := inChunks(saves, 4, func(part []store.ComplianceSave) error {
+	err := preparedChunks(saves, 4, func(part []store.ComplianceSave) error {
 		args := make([]any, 0, 4*len(part))
 		for _, c := range part {
 			args = append(args, c.TrailID, c.State, string(c.Doc), c.At)
@@ -349,7 +341,7 @@ func (t *txn) SaveCompliances(ctx context.Context, saves []store.ComplianceSave)
 			states = append(states, [2]string{id, c.ArtifactStates[id]})
 		}
 	}
-	return inChunks(states, 2, func(part [][2]string) error {
+	return preparedChunks(states, 2, func(part [][2]string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, st := range part {
 			args = append(args, st[0], st[1])
