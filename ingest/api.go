@@ -439,9 +439,9 @@ func (a *API) publish(ctx context.Context, p *Principal, env *contract.Envelope)
 		tracing.Inject(ctx, msg.Metadata) // the request's span: the evaluator continues it
 	}
 	if a.peers != nil {
-		// Other ingest processes' readers must know this organization has writes in flight here
-		// before the 201.
-		done, err := a.peers.Publishing(ctx, p.Org.ID)
+		// Other ingest processes' readers must know this organization has writes of these
+		// scopes in flight here before the 201.
+		done, err := a.peers.Publishing(ctx, p.Org.ID, env.Scopes()...)
 		if err != nil {
 			a.log.ErrorContext(ctx, "ingest: marking writes in flight failed", "org", p.Org.ID, "err", err)
 			return apiError(http.StatusServiceUnavailable, "Could not record the request durably; please retry")
@@ -464,27 +464,37 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // (read after write, for every client of the organization), here and at the other ingest
 // processes, and reports whether any were in flight.
 func (a *API) awaitWrites(ctx context.Context, p *Principal) bool {
-	return a.await(ctx, p, func() bool { return a.tracker.Wait(ctx, p.Org.ID) }, true)
+	waited, _ := a.await(ctx, p, func() bool { return a.tracker.Wait(ctx, p.Org.ID) }, nil, true)
+	return waited
 }
 
 // awaitScopes is awaitWrites for a read that depends only on scopes of the organization (see
-// contract.Envelope.Scopes): it waits for this process's writes of those scopes and its
-// unscoped writes and, with peers, for what other ingest processes acknowledged (all of it:
-// they are followed by organization). It reports whether any were in flight.
-func (a *API) awaitScopes(ctx context.Context, p *Principal, scopes []string, peers bool) bool {
-	return a.await(ctx, p, func() bool { return a.tracker.WaitScoped(ctx, p.Org.ID, scopes) }, peers)
+// contract.Envelope.Scopes): it waits for the writes of those scopes and the unscoped writes,
+// here and, with peers, at the other ingest processes. It reports whether any were in flight,
+// and whether the read is done with the other processes (Peers.Wait): a read that learns more
+// scopes afterwards waits for those there only when it is not.
+func (a *API) awaitScopes(ctx context.Context, p *Principal, scopes []string, peers bool) (waited, peersDone bool) {
+	if scopes == nil {
+		scopes = []string{} // the unscoped writes only; nil is all of the organization (await)
+	}
+	return a.await(ctx, p, func() bool { return a.tracker.WaitScoped(ctx, p.Org.ID, scopes) }, scopes, peers)
 }
 
-// await runs local, this process's wait, then with peers the wait for other ingest processes,
-// and counts the read as waiting when either had writes in flight.
-func (a *API) await(ctx context.Context, p *Principal, local func() bool, peers bool) bool {
+// await runs local, this process's wait, then with peers the wait for other ingest processes
+// (for scopes, or all of the organization when nil), and counts the read as waiting when either
+// had writes in flight.
+func (a *API) await(ctx context.Context, p *Principal, local func() bool, scopes []string, peers bool) (waited, peersDone bool) {
 	start := time.Now()
-	waited := local()
-	waited = peers && a.peers != nil && a.peers.Wait(ctx, p.Org.ID, start.Add(a.cfg.ConsistencyWait)) || waited
+	waited, peersDone = local(), true
+	if peers && a.peers != nil {
+		var w bool
+		w, peersDone = a.peers.Wait(ctx, p.Org.ID, scopes, start.Add(a.cfg.ConsistencyWait))
+		waited = w || waited
+	}
 	if waited {
 		a.metrics.Waited(time.Since(start))
 	}
-	return waited
+	return waited, peersDone
 }
 
 // lookup runs find, and when it finds nothing waits once for the organization's writes in

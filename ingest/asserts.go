@@ -37,31 +37,31 @@ func (a *API) registerAsserts() {
 	huma.Register(a.huma, o, func(ctx context.Context, in *assertInput) (*assertOutput, error) {
 		p := principalFrom(ctx)
 		key := answers.NewKey(p.Org.ID, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
-		// Read after write, narrowed to what the answer depends on: first the artifact's own
-		// evidence (which trails report it) and whatever names no scope, then the trails and the
-		// environment the answer reads (assertScoped). Writes to the organization's other trails
-		// hold no assert back. A prefix may name an artifact not reported yet: it waits for all.
-		var waited bool
+		// Read after write, narrowed to what the answer depends on: the artifact's own evidence
+		// (which trails report it), whatever names no scope, and the trails and the environment
+		// a kept answer read, all in one wait (at another ingest process, one look in the
+		// store); a computed answer then waits for the trails and environment it read
+		// (assertScoped). Writes to the organization's other trails hold no assert back. A
+		// prefix may name an artifact not reported yet: it waits for all.
+		body, deps, at, ok := a.answers.Get(key)
+		waited, peersDone := false, true
 		var scopes []string
 		if len(in.Fingerprint) == 64 {
 			scopes = []string{contract.FingerprintScope(p.Org.ID, in.Fingerprint)}
-			waited = a.awaitScopes(ctx, p, scopes, true)
+			waited, peersDone = a.awaitScopes(ctx, p, append(scopes, deps...), true)
 		} else {
 			waited = a.awaitWrites(ctx, p)
 		}
-		body, deps, at, ok := a.answers.Get(key)
 		if ok {
-			// Writes of the answer's trails or environment acknowledged before this read retire it.
-			// Counts that move after the commit (Evaluated; announcements, a few milliseconds
-			// later) may not have moved yet for writes a read found visible: those of scopes whose
-			// writes became visible lately, here or at another ingest process, are computed
-			// afresh. Watched counts need not.
-			waitedDeps := a.awaitScopes(ctx, p, deps, false) // other processes were waited for above
-			ok = !waitedDeps && !(a.answers.Lags() && (waited ||
-				a.tracker.ScopesFresh(p.Org.ID, append(scopes, deps...), answers.AnnouncementLag)))
+			// Writes of the answer's scopes acknowledged before this read retire it. Counts that
+			// move after the commit (Evaluated; announcements, a few milliseconds later) may not
+			// have moved yet for writes a read found visible: those of scopes whose writes became
+			// visible lately, here or at another ingest process, are computed afresh. Watched
+			// counts need not.
+			ok = !waited && !(a.answers.Lags() && a.tracker.ScopesFresh(p.Org.ID, append(scopes, deps...), answers.AnnouncementLag))
 		}
 		if !ok {
-			res, deps, err := a.assertScoped(ctx, p, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
+			res, deps, err := a.assertScoped(ctx, p, !peersDone, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
 			if err != nil {
 				return nil, err
 			}
@@ -81,12 +81,16 @@ func (a *API) registerAsserts() {
 }
 
 // assertScoped answers an assertion after waiting for the writes acknowledged before it of the
-// trails and the environment the answer reads, and reports those scopes. The artifact's own
-// evidence was waited for: which trails report it does not change while it waits.
-func (a *API) assertScoped(ctx context.Context, p *Principal, prefix, flowName, envName string, policyNames []string) (policyquery.AssertResult, []string, error) {
+// trails and the environment the answer reads (at other ingest processes too with peers: the
+// read is not done with them), and reports those scopes. The artifact's own evidence was waited
+// for: which trails report it does not change while it waits.
+func (a *API) assertScoped(ctx context.Context, p *Principal, peers bool, prefix, flowName, envName string, policyNames []string) (policyquery.AssertResult, []string, error) {
 	res, deps, err := a.assert(ctx, p, prefix, flowName, envName, policyNames)
-	if err != nil || !a.awaitScopes(ctx, p, deps, false) {
+	if err != nil {
 		return res, deps, err
+	}
+	if waited, _ := a.awaitScopes(ctx, p, deps, peers); !waited {
+		return res, deps, nil
 	}
 	return a.assert(ctx, p, prefix, flowName, envName, policyNames)
 }

@@ -3,7 +3,9 @@ package consistency
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,10 +15,12 @@ import (
 
 // PeerStore is what Peers needs of the store shared by the ingest processes and the evaluator.
 type PeerStore interface {
-	MarkInFlight(ctx context.Context, orgID, process string, until float64) error
+	MarkInFlight(ctx context.Context, orgID, process string, until float64, scopes []string) error
 	RenewInFlight(ctx context.Context, process string, until float64) error
 	ClearInFlight(ctx context.Context, orgID, process string) error
+	ClearScopesInFlight(ctx context.Context, orgID, process string, scopes []string) error
 	InFlight(ctx context.Context, orgID string) ([]store.InFlightMark, error)
+	InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]string, error)
 	ClearExpiredInFlight(ctx context.Context, orgID, process string, before float64) error
 	Positions(ctx context.Context, topic string) (map[int32]int64, error)
 	PendingEvaluations(ctx context.Context, orgID string) ([]store.DirtyTrail, error)
@@ -41,6 +45,10 @@ type PeersConfig struct {
 	// visible, so that readers elsewhere compute their asserts afresh until announcements of
 	// those writes have arrived. Zero means answers.AnnouncementLag.
 	Linger time.Duration
+	// ScopeLinger is how long a scope stays recorded under a mark that stays, after the
+	// process's writes of it are all visible: a scope written again meanwhile, as the trails of a
+	// busy pipeline are, costs its writes no store write. At least Linger; zero means 5 s.
+	ScopeLinger time.Duration
 	// Poll is how often waits ask the store again. Zero means 5 ms.
 	Poll time.Duration
 	Log  *slog.Logger
@@ -55,7 +63,16 @@ type PeersConfig struct {
 // is removed once the process's writes of the organization are all visible and have stayed so
 // for Linger, and renewed while it stays, so that the row of a process that died runs out.
 //
-// A read first looks for marks of its organization from other processes. If there are some, it
+// A mark records the scopes of the writes under it (contract.Envelope.Scopes; "" for writes that
+// name none), each before the first write of it is answered, and each removed once this
+// process's writes of it are visible and have stayed so for ScopeLinger, while the mark itself
+// stays for the writes of other scopes. A write whose scopes are recorded under a standing mark
+// goes on at once, whatever store write of the mark is under way for others.
+//
+// A read first looks for marks of its organization from other processes. If there are some and
+// the read depends on part of the organization only, it asks whether any of them holds one of
+// the read's scopes or "" (one query, after the read started, so it sees every scope recorded
+// before a write was answered); if none does, nothing it depends on is in flight there. Else it
 // takes the bus's end offsets (one ListOffsets request) and waits until the evaluator's recorded
 // positions reach them: every message acknowledged before the read is then applied. Then it
 // waits until the organization's trails that were dirty at that moment are evaluated at the
@@ -95,8 +112,47 @@ type peerMark struct {
 	leased    time.Time     // when its lease was last set (the row's until is this + Lease)
 	noticed   time.Time     // when a write under the row may be answered (markNotice after it was made)
 	idleSince time.Time     // since when every write here is visible; zero while some are not
-	op        chan struct{} // a store write of the row under way, closed when it ends
+	op        chan struct{} // a store write of the row or its scopes under way, closed when it ends
+	clearing  bool          // that write removes the row
+	// scopes are those recorded under the row and those the publishes under way need, by scope.
+	scopes map[string]*scopeMark
 }
+
+// scopeMark is one scope of a peerMark.
+type scopeMark struct {
+	busy      int       // publishes under way of the scope
+	present   bool      // recorded in the store
+	removing  bool      // the store write under way (peerMark.op) removes it
+	idleSince time.Time // since when every write of it here is visible; zero while some are not
+}
+
+// scope returns the scopeMark of sc, made if needed. The caller holds Peers.mu.
+func (m *peerMark) scope(sc string) *scopeMark {
+	if m.scopes == nil {
+		m.scopes = map[string]*scopeMark{}
+	}
+	sm := m.scopes[sc]
+	if sm == nil {
+		sm = &scopeMark{}
+		m.scopes[sc] = sm
+	}
+	return sm
+}
+
+// unrecorded lists the scopes that publishes under way need and the store does not hold. The
+// caller holds Peers.mu.
+func (m *peerMark) unrecorded() []string {
+	var out []string
+	for sc, sm := range m.scopes {
+		if sm.busy > 0 && !sm.present {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// unscoped is the scope list of a write that names no scope.
+var unscoped = []string{""}
 
 // NewPeers builds the read-after-write state shared with other ingest processes.
 func NewPeers(cfg PeersConfig) *Peers {
@@ -106,6 +162,10 @@ func NewPeers(cfg PeersConfig) *Peers {
 	if cfg.Linger <= 0 {
 		cfg.Linger = answers.AnnouncementLag
 	}
+	if cfg.ScopeLinger <= 0 {
+		cfg.ScopeLinger = 5 * time.Second
+	}
+	cfg.ScopeLinger = max(cfg.ScopeLinger, cfg.Linger)
 	if cfg.Poll <= 0 {
 		cfg.Poll = 5 * time.Millisecond
 	}
@@ -115,11 +175,17 @@ func NewPeers(cfg PeersConfig) *Peers {
 	return &Peers{cfg: cfg, marks: map[string]*peerMark{}, looked: map[string]*sharedQuery[[]store.InFlightMark]{}}
 }
 
-// Publishing makes sure org is marked before a write of it is published, and returns what to
-// call once the write is recorded in the tracker (or failed), before it is answered: done waits
-// until a new mark has stood for markNotice. A mark whose lease is half gone is written again
-// first, so that no write is acknowledged under a mark that may have run out.
-func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err error) {
+// Publishing makes sure org is marked, with scopes (those of the write: see
+// contract.Envelope.Scopes; none for a write that may change anything of org), before a write of
+// it is published, and returns what to call once the write is recorded in the tracker (or
+// failed), before it is answered: done waits until a new mark has stood for markNotice. A mark
+// whose lease is half gone is written again first, so that no write is acknowledged under a mark
+// that may have run out. Scopes that publishes under way need are recorded together, in one
+// store write.
+func (p *Peers) Publishing(ctx context.Context, org string, scopes ...string) (done func(), err error) {
+	if len(scopes) == 0 {
+		scopes = unscoped
+	}
 	p.mu.Lock()
 	m := p.marks[org]
 	if m == nil {
@@ -127,10 +193,20 @@ func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err er
 		p.marks[org] = m
 	}
 	m.busy++
+	for _, sc := range scopes {
+		sm := m.scope(sc)
+		sm.busy++
+		sm.idleSince = time.Time{}
+	}
 	done = func() {
 		p.mu.Lock()
 		m.busy--
 		m.idleSince = time.Time{}
+		for _, sc := range scopes {
+			sm := m.scopes[sc]
+			sm.busy--
+			sm.idleSince = time.Time{}
+		}
 		wait := time.Until(m.noticed)
 		p.mu.Unlock()
 		if wait > 0 {
@@ -138,6 +214,16 @@ func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err er
 		}
 	}
 	for {
+		now := time.Now()
+		ready := m.present && !m.clearing && now.Sub(m.leased) < p.cfg.Lease/2
+		for _, sc := range scopes {
+			sm := m.scopes[sc]
+			ready = ready && sm.present && !sm.removing
+		}
+		if ready {
+			p.mu.Unlock()
+			return done, nil
+		}
 		if op := m.op; op != nil {
 			p.mu.Unlock()
 			select {
@@ -149,16 +235,17 @@ func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err er
 			p.mu.Lock()
 			continue
 		}
-		now := time.Now()
-		if m.present && now.Sub(m.leased) < p.cfg.Lease/2 {
-			p.mu.Unlock()
-			return done, nil
-		}
 		op := make(chan struct{})
 		m.op = op
 		renewing := m.present
+		add := m.unrecorded()
+		if m.present && now.Sub(m.leased) >= p.cfg.Lease {
+			// The row ran out (this process could not renew it): a reader that caught up with it
+			// may have removed it with its scopes. It is made anew, with all of them.
+			renewing, add = false, slices.Collect(maps.Keys(m.scopes))
+		}
 		p.mu.Unlock()
-		err := p.cfg.Store.MarkInFlight(ctx, org, p.cfg.Process, unixSeconds(now.Add(p.cfg.Lease)))
+		err := p.cfg.Store.MarkInFlight(ctx, org, p.cfg.Process, unixSeconds(now.Add(p.cfg.Lease)), add)
 		p.mu.Lock()
 		m.op = nil
 		close(op)
@@ -171,6 +258,9 @@ func (p *Peers) Publishing(ctx context.Context, org string) (done func(), err er
 			m.noticed = time.Now().Add(markNotice)
 		}
 		m.present, m.leased = true, now
+		for _, sc := range add {
+			m.scopes[sc].present = true
+		}
 	}
 }
 
@@ -199,12 +289,13 @@ func (p *Peers) Run(ctx context.Context) {
 	}
 }
 
-// sweep removes the marks of organizations whose writes here have all been visible for Linger.
+// sweep removes the marks of organizations whose writes here have all been visible for Linger,
+// and from the marks that stay, the scopes whose writes have.
 func (p *Peers) sweep(ctx context.Context) {
 	p.mu.Lock()
 	orgs := make([]string, 0, len(p.marks))
 	for org, m := range p.marks {
-		if m.present && m.busy == 0 && m.op == nil {
+		if m.present && m.op == nil {
 			orgs = append(orgs, org)
 		}
 	}
@@ -213,33 +304,56 @@ func (p *Peers) sweep(ctx context.Context) {
 		p.tracker.settle(ctx, org, math.MaxUint64) // asks the store when some are pending
 		p.mu.Lock()
 		m := p.marks[org]
+		if m == nil || !m.present || m.op != nil {
+			p.mu.Unlock()
+			continue
+		}
 		now := time.Now()
-		switch {
-		case m == nil || !m.present || m.busy > 0 || m.op != nil:
-			p.mu.Unlock()
-			continue
-		case p.tracker.Pending(org) > 0: // checked under mu: a publish finished since is counted
-			m.idleSince = time.Time{}
-			p.mu.Unlock()
-			continue
-		case m.idleSince.IsZero():
-			m.idleSince = now
-			p.mu.Unlock()
-			continue
-		case now.Sub(m.idleSince) < p.cfg.Linger:
+		all := m.busy == 0 && p.idle(&m.idleSince, p.tracker.Pending(org) > 0, now, p.cfg.Linger) // checked under mu: a publish finished since is counted
+		var gone []string
+		if !all {
+			for sc, sm := range m.scopes {
+				if sm.present && sm.busy == 0 && p.idle(&sm.idleSince, p.tracker.PendingIn(org, sc), now, p.cfg.ScopeLinger) {
+					gone = append(gone, sc)
+					sm.removing = true
+				}
+			}
+		}
+		if !all && len(gone) == 0 {
 			p.mu.Unlock()
 			continue
 		}
 		op := make(chan struct{})
-		m.op = op
+		m.op, m.clearing = op, all
 		p.mu.Unlock()
-		err := p.cfg.Store.ClearInFlight(ctx, org, p.cfg.Process)
+		var err error
+		if all {
+			err = p.cfg.Store.ClearInFlight(ctx, org, p.cfg.Process)
+		} else {
+			err = p.cfg.Store.ClearScopesInFlight(ctx, org, p.cfg.Process, gone)
+		}
 		p.mu.Lock()
-		m.op = nil
+		m.op, m.clearing = nil, false
 		close(op)
+		for _, sc := range gone {
+			m.scopes[sc].removing = false
+		}
 		if err == nil {
-			m.present = false
-			if m.busy == 0 {
+			if all {
+				m.present = false
+				gone = gone[:0]
+				for sc := range m.scopes {
+					gone = append(gone, sc)
+				}
+			}
+			for _, sc := range gone {
+				if sm := m.scopes[sc]; sm.busy == 0 {
+					delete(m.scopes, sc)
+				} else {
+					sm.present = false
+				}
+			}
+			if !m.present && m.busy == 0 {
 				delete(p.marks, org)
 			}
 		}
@@ -248,6 +362,20 @@ func (p *Peers) sweep(ctx context.Context) {
 			p.cfg.Log.Warn("read-after-write: clearing a mark of writes in flight failed", "org", org, "err", err)
 		}
 	}
+}
+
+// idle reports whether writes have been visible for linger: it starts the clock at *since when
+// none is pending and stops it when some are. The caller holds mu.
+func (p *Peers) idle(since *time.Time, pending bool, now time.Time, linger time.Duration) bool {
+	switch {
+	case pending:
+		*since = time.Time{}
+	case since.IsZero():
+		*since = now
+	default:
+		return now.Sub(*since) >= linger
+	}
+	return false
 }
 
 // renew moves the lease of every mark of this process.
@@ -277,16 +405,20 @@ func (p *Peers) renew(ctx context.Context, now time.Time) error {
 }
 
 // Wait blocks until the writes of org that other ingest processes acknowledged before the call
-// are visible, the deadline passes, or ctx ends, and reports whether another process had writes
-// of org in flight.
-func (p *Peers) Wait(ctx context.Context, org string, deadline time.Time) bool {
+// are visible, the deadline passes, or ctx ends. With scopes, the read depends on those only (and
+// on writes that name none): writes of the organization's other scopes do not hold it. It reports
+// whether another process had writes in flight that the read depends on, and whether the read is
+// done with other processes whatever else it comes to depend on: none had writes of org in flight,
+// it caught up with all of them, or it gave up (the deadline, a failure to ask). A read that
+// learns more scopes after a scoped Wait that is not done waits for those (Wait again).
+func (p *Peers) Wait(ctx context.Context, org string, scopes []string, deadline time.Time) (waited, done bool) {
 	readStart := time.Now()
 	marks, err := p.lookMarks(ctx, org, readStart)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.cfg.Log.Warn("read-after-write: reading the writes in flight failed; serving the read", "org", org, "err", err)
 		}
-		return false
+		return false, true
 	}
 	var others []store.InFlightMark
 	for _, m := range marks {
@@ -295,7 +427,10 @@ func (p *Peers) Wait(ctx context.Context, org string, deadline time.Time) bool {
 		}
 	}
 	if len(others) == 0 {
-		return false
+		return false, true
+	}
+	if scopes != nil && !p.holdScopes(ctx, org, scopes) {
+		return false, false
 	}
 	start := time.Now()
 	if !p.catchUp(ctx, org, readStart, deadline) {
@@ -303,7 +438,7 @@ func (p *Peers) Wait(ctx context.Context, org string, deadline time.Time) bool {
 			p.cfg.Log.Warn("read-after-write wait for other ingest processes timed out; serving the read anyway", "org", org,
 				"wait", time.Since(start))
 		}
-		return true
+		return true, true
 	}
 	// Caught up with every message of the bus from before the read: a mark whose lease ran out
 	// belongs to a process that publishes no more, and nothing it acknowledged is in flight.
@@ -315,7 +450,26 @@ func (p *Peers) Wait(ctx context.Context, org string, deadline time.Time) bool {
 			}
 		}
 	}
-	return true
+	return true, true
+}
+
+// holdScopes reports whether another process's mark of org holds any of scopes or "" (writes
+// naming none). It asks the store after the read started, so it sees every scope recorded before
+// a write was answered. A failure to ask counts as held: the read then waits for everything.
+func (p *Peers) holdScopes(ctx context.Context, org string, scopes []string) bool {
+	holders, err := p.cfg.Store.InFlightScopes(ctx, org, append(slices.Clip(scopes), ""))
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Log.Warn("read-after-write: reading the scopes of writes in flight failed; waiting for all of them", "org", org, "err", err)
+		}
+		return true
+	}
+	for _, h := range holders {
+		if h != p.cfg.Process {
+			return true
+		}
+	}
+	return false
 }
 
 // lookMarks returns org's marks as a query answered that started after readStart-markNotice:

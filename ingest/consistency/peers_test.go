@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,27 +15,70 @@ import (
 
 // fakePeerStore keeps marks, positions and dirty trails in memory and counts the calls.
 type fakePeerStore struct {
-	mu        sync.Mutex
-	marks     map[[2]string]float64 // (org, process) -> until
-	positions map[int32]int64
-	dirty     map[string]int64 // trail -> generation (all of org "acme")
-	evaluated map[string]int64 // trail -> evaluated generation
-	writes    int              // MarkInFlight calls
-	looks     int              // InFlight calls
-	asked     []map[string]int64
+	mu         sync.Mutex
+	marks      map[[2]string]float64  // (org, process) -> until
+	scopes     map[[2]string][]string // (org, process) -> the scopes recorded under the mark
+	positions  map[int32]int64
+	dirty      map[string]int64 // trail -> generation (all of org "acme")
+	evaluated  map[string]int64 // trail -> evaluated generation
+	writes     int              // MarkInFlight calls
+	looks      int              // InFlight calls
+	scopeLooks int              // InFlightScopes calls
+	gate       chan struct{}    // when set, MarkInFlight waits for it
+	asked      []map[string]int64
 }
 
 func newFakePeerStore() *fakePeerStore {
-	return &fakePeerStore{marks: map[[2]string]float64{}, positions: map[int32]int64{}, dirty: map[string]int64{},
-		evaluated: map[string]int64{}}
+	return &fakePeerStore{marks: map[[2]string]float64{}, scopes: map[[2]string][]string{}, positions: map[int32]int64{},
+		dirty: map[string]int64{}, evaluated: map[string]int64{}}
 }
 
-func (f *fakePeerStore) MarkInFlight(_ context.Context, org, process string, until float64) error {
+func (f *fakePeerStore) MarkInFlight(_ context.Context, org, process string, until float64, scopes []string) error {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes++
-	f.marks[[2]string{org, process}] = until
+	k := [2]string{org, process}
+	f.marks[k] = until
+	for _, sc := range scopes {
+		if !slices.Contains(f.scopes[k], sc) {
+			f.scopes[k] = append(f.scopes[k], sc)
+		}
+	}
 	return nil
+}
+
+func (f *fakePeerStore) ClearScopesInFlight(_ context.Context, org, process string, scopes []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := [2]string{org, process}
+	f.scopes[k] = slices.DeleteFunc(f.scopes[k], func(sc string) bool { return slices.Contains(scopes, sc) })
+	return nil
+}
+
+func (f *fakePeerStore) InFlightScopes(_ context.Context, org string, scopes []string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scopeLooks++
+	var out []string
+	for k, held := range f.scopes {
+		if k[0] == org && slices.ContainsFunc(held, func(sc string) bool { return slices.Contains(scopes, sc) }) {
+			out = append(out, k[1])
+		}
+	}
+	return out, nil
+}
+
+// recorded returns the scopes recorded under process's mark of org, sorted.
+func (f *fakePeerStore) recorded(org, process string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(slices.Values(f.scopes[[2]string{org, process}]))
 }
 
 func (f *fakePeerStore) RenewInFlight(_ context.Context, process string, until float64) error {
@@ -52,6 +96,7 @@ func (f *fakePeerStore) ClearInFlight(_ context.Context, org, process string) er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.marks, [2]string{org, process})
+	delete(f.scopes, [2]string{org, process})
 	return nil
 }
 
@@ -73,6 +118,7 @@ func (f *fakePeerStore) ClearExpiredInFlight(_ context.Context, org, process str
 	defer f.mu.Unlock()
 	if k := [2]string{org, process}; f.marks[k] < before {
 		delete(f.marks, k)
+		delete(f.scopes, k)
 	}
 	return nil
 }
@@ -113,7 +159,7 @@ func (f *fakePeerStore) set(do func()) {
 
 func newTestPeers(st PeerStore, process string, ends func(context.Context) (map[int32]int64, error)) *Peers {
 	p := NewPeers(PeersConfig{Process: process, Store: st, Topic: "evidence", EndOffsets: ends, Lease: time.Hour,
-		Linger: 20 * time.Millisecond, Poll: time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Linger: 20 * time.Millisecond, ScopeLinger: 20 * time.Millisecond, Poll: time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	p.tracker = newTestTracker(&fakeVisibility{visible: map[string]bool{}})
 	return p
 }
@@ -202,12 +248,12 @@ func TestPeersWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(st.MarkInFlight(ctx, "acme", "b", 1e12))
-	if p.Wait(ctx, "acme", deadline()) || endsAsked != 0 {
+	must(st.MarkInFlight(ctx, "acme", "b", 1e12, []string{""}))
+	if waited(p.Wait(ctx, "acme", nil, deadline())) || endsAsked != 0 {
 		t.Fatal("a read waited for its own process's mark")
 	}
 
-	must(st.MarkInFlight(ctx, "acme", "dead", unixSeconds(time.Now())-1)) // its lease ran out
+	must(st.MarkInFlight(ctx, "acme", "dead", unixSeconds(time.Now())-1, []string{""})) // its lease ran out
 	// Process a writes: its 201 comes once the new mark has stood for markNotice, so that this
 	// read, starting after it, does not use the look for marks taken above.
 	a := newTestPeers(st, "a", nil)
@@ -219,7 +265,7 @@ func TestPeersWait(t *testing.T) {
 		st.dirty = map[string]int64{"tr-1": 5}
 	})
 	done := make(chan bool)
-	go func() { done <- p.Wait(ctx, "acme", deadline()) }()
+	go func() { done <- waited(p.Wait(ctx, "acme", nil, deadline())) }()
 	st.set(func() { st.positions[1] = 4 }) // the evaluator catches up with the bus
 	waitFor(t, "the evaluation to be asked about", func() bool {
 		st.mu.Lock()
@@ -249,7 +295,7 @@ func TestPeersWait(t *testing.T) {
 
 	// Bounded: positions that never arrive end the wait at the deadline.
 	st.set(func() { st.positions = map[int32]int64{} })
-	if start := time.Now(); !p.Wait(ctx, "acme", time.Now().Add(30*time.Millisecond)) || time.Since(start) > 5*time.Second {
+	if start := time.Now(); !waited(p.Wait(ctx, "acme", nil, time.Now().Add(30*time.Millisecond))) || time.Since(start) > 5*time.Second {
 		t.Fatal("a wait behind a stuck evaluator was not bounded")
 	}
 }
@@ -309,3 +355,196 @@ func TestPeersNewMarkWaitsNotice(t *testing.T) {
 		t.Fatal("a write under a standing mark made it new again")
 	}
 }
+
+// TestPeersRecordScopes: a mark records the scopes of the writes under it, each once, in one
+// store write with the mark or under the standing mark (no new notice); a scope whose writes are
+// visible goes after Linger while the mark stays for a publish under way, and the mark goes with
+// its scopes once every write is visible.
+func TestPeersRecordScopes(t *testing.T) {
+	st := newFakePeerStore()
+	p := newTestPeers(st, "a", nil)
+	vis := p.tracker.vis.(*fakeVisibility)
+	ctx := context.Background()
+	publish := func(id string, scopes ...string) {
+		t.Helper()
+		done, err := p.Publishing(ctx, "acme", scopes...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.tracker.Published("acme", id, scopes...)
+		done()
+	}
+	recorded := func(want ...string) {
+		t.Helper()
+		if got := st.recorded("acme", "a"); !slices.Equal(got, want) {
+			t.Fatalf("recorded scopes %q, want %q", got, want)
+		}
+	}
+	publish("m1", "t1", "fp1")
+	publish("m2", "t1")
+	if st.writes != 1 {
+		t.Fatalf("%d store writes for two writes of recorded scopes, want 1", st.writes)
+	}
+	recorded("fp1", "t1")
+	p.mu.Lock()
+	noticed := p.marks["acme"].noticed
+	p.mu.Unlock()
+	publish("m3", "t2")
+	if st.writes != 2 {
+		t.Fatalf("%d store writes after a write of a new scope, want 2", st.writes)
+	}
+	recorded("fp1", "t1", "t2")
+	p.mu.Lock()
+	again := p.marks["acme"].noticed
+	p.mu.Unlock()
+	if !again.Equal(noticed) {
+		t.Fatal("a new scope under a standing mark made the mark new again")
+	}
+
+	hold, err := p.Publishing(ctx, "acme", "t2") // a publish under way: the mark and t2 stay
+	if err != nil {
+		t.Fatal(err)
+	}
+	vis.show("m1", "m2", "m3")
+	waitFor(t, "the visible scopes to go", func() bool {
+		p.sweep(ctx)
+		return slices.Equal(st.recorded("acme", "a"), []string{"t2"})
+	})
+	if marks, _ := st.InFlight(ctx, "acme"); len(marks) != 1 {
+		t.Fatalf("marks %v while a publish is under way", marks)
+	}
+	hold()
+
+	publish("m4") // names no scope: recorded as ""
+	recorded("", "t2")
+	vis.show("m4")
+	waitFor(t, "the mark to go", func() bool {
+		p.sweep(ctx)
+		marks, _ := st.InFlight(ctx, "acme")
+		return len(marks) == 0
+	})
+	recorded()
+	publish("m5", "t1") // a new busy spell records its scopes again
+	recorded("t1")
+}
+
+// TestPeersWaitScoped: a read of some scopes waits for another process only when its mark holds
+// one of them or a write naming none; a read of the whole organization waits for any mark.
+func TestPeersWaitScoped(t *testing.T) {
+	st := newFakePeerStore()
+	endsAsked := 0
+	ends := func(context.Context) (map[int32]int64, error) {
+		endsAsked++
+		return map[int32]int64{0: 1}, nil
+	}
+	st.set(func() { st.positions = map[int32]int64{0: 1} }) // caught up: the waits end at once
+	a, b := newTestPeers(st, "a", nil), newTestPeers(st, "b", ends)
+	ctx := context.Background()
+	deadline := func() time.Time { return time.Now().Add(10 * time.Second) }
+	write := func(scopes ...string) {
+		t.Helper()
+		done, err := a.Publishing(ctx, "acme", scopes...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done()
+	}
+	write("t1")
+	if w, done := b.Wait(ctx, "acme", []string{"t2", "fp2"}, deadline()); w || done || endsAsked != 0 {
+		t.Fatalf("a read of t2 with a write of t1 elsewhere: waited %v, done %v (want neither: it may learn t1)", w, done)
+	}
+	if !waited(b.Wait(ctx, "acme", []string{"t2", "t1"}, deadline())) || endsAsked != 1 {
+		t.Fatal("a read of t1 did not wait for a write of t1 elsewhere")
+	}
+	if !waited(b.Wait(ctx, "acme", nil, deadline())) {
+		t.Fatal("a read of the whole organization did not wait for a write elsewhere")
+	}
+	if w, done := b.Wait(ctx, "globex", []string{"t1"}, deadline()); w || !done {
+		t.Fatalf("a read of another organization: waited %v, done %v", w, done)
+	}
+	if w, done := b.Wait(ctx, "acme", []string{"t1"}, deadline()); !w || !done {
+		t.Fatalf("a read of t1 that caught up: waited %v, done %v", w, done)
+	}
+	write() // a write naming no scope holds every read of the organization
+	if !waited(b.Wait(ctx, "acme", []string{"t2"}, deadline())) || !waited(b.Wait(ctx, "acme", []string{}, deadline())) {
+		t.Fatal("a scoped read did not wait for a write naming no scope elsewhere")
+	}
+}
+
+// TestPeersRemarkAfterLeaseRanOut: a mark whose lease ran out (the process could not renew it)
+// may have been removed with its scopes by a reader elsewhere: the next write makes it anew,
+// with every scope it holds, and waits markNotice again.
+func TestPeersRemarkAfterLeaseRanOut(t *testing.T) {
+	st := newFakePeerStore()
+	p := newTestPeers(st, "a", nil)
+	p.cfg.Lease = 40 * time.Millisecond
+	ctx := context.Background()
+	done, err := p.Publishing(ctx, "acme", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	start := time.Now()
+	for time.Since(start) < p.cfg.Lease {
+		time.Sleep(time.Millisecond)
+	}
+	// A reader caught up and removed the expired mark.
+	if err := st.ClearExpiredInFlight(ctx, "acme", "a", unixSeconds(time.Now())+1); err != nil {
+		t.Fatal(err)
+	}
+	begun := time.Now()
+	done, err = p.Publishing(ctx, "acme", "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if got := st.recorded("acme", "a"); !slices.Equal(got, []string{"t1", "t2"}) {
+		t.Fatalf("scopes recorded after the mark was made anew: %q", got)
+	}
+	if time.Since(begun) < markNotice {
+		t.Fatal("a write under a mark made anew was answered before markNotice")
+	}
+}
+
+// TestPeersRecordedScopesDoNotWait: a write whose scopes are recorded under a standing mark goes
+// on while a store write for another write's new scope is under way.
+func TestPeersRecordedScopesDoNotWait(t *testing.T) {
+	st := newFakePeerStore()
+	p := newTestPeers(st, "a", nil)
+	ctx := context.Background()
+	done, err := p.Publishing(ctx, "acme", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	gate := make(chan struct{})
+	st.set(func() { st.gate = gate })
+	second := make(chan error, 1)
+	go func() {
+		done, err := p.Publishing(ctx, "acme", "t2") // a new scope: held at the store
+		if err == nil {
+			done()
+		}
+		second <- err
+	}()
+	waitFor(t, "the new scope's store write to start", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.marks["acme"].op != nil
+	})
+	done, err = p.Publishing(ctx, "acme", "t1") // recorded: returns while t2's write is held
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	close(gate)
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if got := st.recorded("acme", "a"); !slices.Equal(got, []string{"t1", "t2"}) {
+		t.Fatalf("recorded %q", got)
+	}
+}
+
+// waited is Peers.Wait's first answer.
+func waited(w, _ bool) bool { return w }

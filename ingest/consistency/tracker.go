@@ -158,6 +158,21 @@ func (t *Tracker) Pending(org string) int {
 	return 0
 }
 
+// PendingIn reports whether org has writes of scope (of none, for scope "") not yet known to
+// be visible.
+func (t *Tracker) PendingIn(org, scope string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := t.orgs[org]
+	switch {
+	case w == nil:
+		return false
+	case scope == "":
+		return w.unscoped > 0
+	}
+	return w.scoped[scope] > 0
+}
+
 // Waiting reports how many reads are waiting for writes to become visible.
 func (t *Tracker) Waiting() int {
 	t.mu.Lock()

@@ -442,16 +442,22 @@ type Progress interface {
 	AdvancePositions(ctx context.Context, topic string, next map[int32]int64) error
 	// Positions is what AdvancePositions recorded for topic (partition -> next offset).
 	Positions(ctx context.Context, topic string) (map[int32]int64, error)
-	// MarkInFlight records that process has writes of orgID in flight, until a time it renews.
-	MarkInFlight(ctx context.Context, orgID, process string, until float64) error
+	// MarkInFlight records that process has writes of orgID in flight, until a time it renews,
+	// and adds scopes to the scopes of those writes (see contract.Envelope.Scopes; "" stands for
+	// writes that name none). The scopes last as long as the mark.
+	MarkInFlight(ctx context.Context, orgID, process string, until float64, scopes []string) error
 	// RenewInFlight moves every mark of process to until.
 	RenewInFlight(ctx context.Context, process string, until float64) error
-	// ClearInFlight removes process's mark of orgID.
+	// ClearInFlight removes process's mark of orgID, with its scopes.
 	ClearInFlight(ctx context.Context, orgID, process string) error
+	// ClearScopesInFlight removes scopes from process's mark of orgID, which stays.
+	ClearScopesInFlight(ctx context.Context, orgID, process string, scopes []string) error
 	// InFlight lists the marks of orgID.
 	InFlight(ctx context.Context, orgID string) ([]InFlightMark, error)
-	// ClearExpiredInFlight removes process's mark of orgID if it ran out before the time given
-	// (the process stopped renewing it).
+	// InFlightScopes lists the processes whose marks of orgID hold any of scopes.
+	InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]string, error)
+	// ClearExpiredInFlight removes process's mark of orgID, with its scopes, if it ran out
+	// before the time given (the process stopped renewing it).
 	ClearExpiredInFlight(ctx context.Context, orgID, process string, before float64) error
 }
 

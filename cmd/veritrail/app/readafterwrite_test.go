@@ -241,3 +241,67 @@ func TestAssertWaitsOnlyForWhatItReads(t *testing.T) {
 		t.Fatalf("the assert that waited for the artifact's evidence answers %v", res)
 	}
 }
+
+// TestAssertAcrossIngestsWaitsOnlyForWhatItReads: in the distributed mode, an assert at one
+// ingest process waits for what another acknowledged only when it can change the answer: with
+// no evaluator running, evidence of another pipeline's trail at ingest A holds no assert at
+// ingest B, while evidence of the artifact's own trail does, until an evaluator applies it.
+func TestAssertAcrossIngestsWaitsOnlyForWhatItReads(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Postgres = postgresSchema(t)
+	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
+	cfg.Ingest.ConsistencyWait = time.Hour // a wrong wait hangs the test instead of serving stale
+	start := func(f func(context.Context, Config) (*Running, error)) *Running {
+		t.Helper()
+		r, err := f(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	evaluator := start(StartEvaluate)
+	a, b := start(StartIngest), start(StartIngest)
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	writer := newKosli(t, "http://"+a.Addr+"/api/v2", testToken)
+	reader := keyFor(t, env{base: "http://" + b.Addr, store: b.Store}, testOrg, "deploy", store.RoleMember)
+	for _, flow := range []string{"app", "other"} {
+		writer.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": flow, "description": ""},
+			file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+		writer.multipart(http.MethodPut, "/trails/"+testOrg+"/"+flow, "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
+	}
+	writer.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fpBackend, "filename": "app",
+		"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, http.StatusCreated)
+	writer.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": true}).want(t, http.StatusCreated)
+	assert := "/asserts/" + testOrg + "/fingerprint/" + fpBackend
+	if res := reader.get(assert).want(t, http.StatusOK).JSON(t); res["compliant"] != true {
+		t.Fatalf("assert with the evaluator running: %v", res)
+	}
+	// Once A's writes so far are visible, its marks go (after a linger): only what it writes
+	// from here on is in flight.
+	orgID := mustOrg(t, b.Store, testOrg).ID
+	eventually(t, "ingest A's marks to go", func() bool {
+		marks, err := b.Store.InFlight(context.Background(), orgID)
+		return err == nil && len(marks) == 0
+	})
+	if err := evaluator.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another pipeline's evidence, acknowledged at A and never applied: B's assert answers.
+	writer.multipart(http.MethodPost, "/attestations/"+testOrg+"/other/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "tests", "is_compliant": false}).want(t, http.StatusCreated)
+	if res := reader.get(assert).want(t, http.StatusOK).JSON(t); res["compliant"] != true {
+		t.Fatalf("assert after another trail's evidence: %v", res)
+	}
+	// Evidence of the artifact's trail at A: B's assert waits for it, and sees it once applied.
+	writer.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": false}).want(t, http.StatusCreated)
+	answer := make(chan reply, 1)
+	go func() { answer <- reader.get(assert) }()
+	start(StartEvaluate)
+	if res := (<-answer).want(t, http.StatusOK).JSON(t); res["compliant"] != false {
+		t.Fatalf("the assert that waited for the artifact's evidence answers %v", res)
+	}
+}

@@ -55,6 +55,11 @@ func (d dialect) migrations() migrate.Plan {
 			// was most of its first page at 1M attestations).
 			{Version: 11, Name: "trail insert transactions by flow", Up: d.postgresOnly(
 				`CREATE INDEX IF NOT EXISTS trails_flow_xid ON trails (flow_id, xid, org_id)`)},
+			// The scopes of the writes in flight (read after write across ingest processes), so
+			// that a read waits for another process only when it has writes in flight of what the
+			// read depends on, not of anything in the organization.
+			{Version: 12, Name: "scopes of writes in flight", Up: migrate.Statements(scopesInFlightTable,
+				`CREATE INDEX IF NOT EXISTS writes_in_flight_scopes_process ON writes_in_flight_scopes (org_id, process)`)},
 		},
 	}
 }

@@ -45,22 +45,84 @@ func (s *Store) Positions(ctx context.Context, topic string) (map[int32]int64, e
 	return out, nil
 }
 
-func (s *Store) MarkInFlight(ctx context.Context, orgID, process string, until float64) error {
-	return s.exec(ctx, "mark writes in flight", `INSERT INTO writes_in_flight (org_id, process, until) VALUES (?, ?, ?)
-		ON CONFLICT (org_id, process) DO UPDATE SET until = excluded.until`, orgID, process, until)
+// scopesInFlightTable is migration 12's: the scopes of each mark of writes_in_flight, so that a
+// read at another process waits only when a write it depends on may be in flight.
+const scopesInFlightTable = `CREATE TABLE IF NOT EXISTS writes_in_flight_scopes (
+	org_id TEXT NOT NULL, scope TEXT NOT NULL, process TEXT NOT NULL, PRIMARY KEY (org_id, scope, process))`
+
+func (s *Store) MarkInFlight(ctx context.Context, orgID, process string, until float64, scopes []string) error {
+	if err := s.exec(ctx, "mark writes in flight", `INSERT INTO writes_in_flight (org_id, process, until) VALUES (?, ?, ?)
+		ON CONFLICT (org_id, process) DO UPDATE SET until = excluded.until`, orgID, process, until); err != nil {
+		return err
+	}
+	return preparedChunks(slices.Sorted(slices.Values(scopes)), 3, func(part []string) error {
+		args := make([]any, 0, 3*len(part))
+		for _, sc := range part {
+			args = append(args, orgID, sc, process)
+		}
+		return s.exec(ctx, "mark scopes in flight", oneOffIf(len(part) > preparedRows)+`INSERT INTO writes_in_flight_scopes
+			(org_id, scope, process) VALUES `+rowsOf(len(part), 3)+` ON CONFLICT DO NOTHING`, args...)
+	})
 }
 
 func (s *Store) RenewInFlight(ctx context.Context, process string, until float64) error {
 	return s.exec(ctx, "renew writes in flight", `UPDATE writes_in_flight SET until = ? WHERE process = ?`, until, process)
 }
 
+// ClearInFlight removes the scopes first: a mark never stands without the scopes recorded under
+// it, which readers would take for a mark of nothing they read.
 func (s *Store) ClearInFlight(ctx context.Context, orgID, process string) error {
+	if err := s.exec(ctx, "clear scopes in flight", `DELETE FROM writes_in_flight_scopes WHERE org_id = ? AND process = ?`,
+		orgID, process); err != nil {
+		return err
+	}
 	return s.exec(ctx, "clear writes in flight", `DELETE FROM writes_in_flight WHERE org_id = ? AND process = ?`, orgID, process)
 }
 
+func (s *Store) ClearScopesInFlight(ctx context.Context, orgID, process string, scopes []string) error {
+	return preparedChunks(slices.Sorted(slices.Values(scopes)), 1, func(part []string) error {
+		return s.exec(ctx, "clear scopes in flight", oneOffIf(len(part) > preparedRows)+`DELETE FROM writes_in_flight_scopes
+			WHERE org_id = ? AND process = ? AND scope IN (`+placeholders(len(part))+`)`, append([]any{orgID, process}, anys(part)...)...)
+	})
+}
+
 func (s *Store) ClearExpiredInFlight(ctx context.Context, orgID, process string, before float64) error {
+	if err := s.exec(ctx, "clear expired scopes in flight", `DELETE FROM writes_in_flight_scopes WHERE org_id = ? AND process = ?
+		AND EXISTS (SELECT 1 FROM writes_in_flight w WHERE w.org_id = ? AND w.process = ? AND w.until < ?)`,
+		orgID, process, orgID, process, before); err != nil {
+		return err
+	}
 	return s.exec(ctx, "clear expired writes in flight", `DELETE FROM writes_in_flight WHERE org_id = ? AND process = ? AND until < ?`,
 		orgID, process, before)
+}
+
+func (s *Store) InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]string, error) {
+	if len(scopes) == 0 {
+		return nil, nil
+	}
+	var out []string
+	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(scopes))), 1, func(part []string) error {
+		rows, err := s.reader().rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT DISTINCT process FROM writes_in_flight_scopes
+			WHERE org_id = ? AND scope IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var p string
+			if err := rows.Scan(&p); err != nil {
+				return err
+			}
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: scopes in flight: %w", err)
+	}
+	return out, nil
 }
 
 func (s *Store) InFlight(ctx context.Context, orgID string) ([]store.InFlightMark, error) {

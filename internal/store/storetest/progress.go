@@ -46,9 +46,9 @@ func testInFlight(t *testing.T, e *env) {
 		}
 	}
 	marks("org-1")
-	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p1", 100))
-	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p2", 50))
-	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-2", "p1", 100))
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p1", 100, nil))
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p2", 50, nil))
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-2", "p1", 100, nil))
 	marks("org-1", store.InFlightMark{OrgID: "org-1", Process: "p1", Until: 100}, store.InFlightMark{OrgID: "org-1", Process: "p2", Until: 50})
 	must(t, "RenewInFlight", e.s.RenewInFlight(e.ctx, "p1", 200))
 	marks("org-2", store.InFlightMark{OrgID: "org-2", Process: "p1", Until: 200})
@@ -59,6 +59,43 @@ func testInFlight(t *testing.T, e *env) {
 	must(t, "ClearInFlight", e.s.ClearInFlight(e.ctx, "org-1", "p1"))
 	marks("org-1")
 	marks("org-2", store.InFlightMark{OrgID: "org-2", Process: "p1", Until: 200})
-	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-2", "p1", 300)) // marking again moves the lease
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-2", "p1", 300, nil)) // marking again moves the lease
 	marks("org-2", store.InFlightMark{OrgID: "org-2", Process: "p1", Until: 300})
+}
+
+// testInFlightScopes: the scopes recorded under the marks, which go with them.
+func testInFlightScopes(t *testing.T, e *env) {
+	holders := func(org string, scopes []string, want ...string) {
+		t.Helper()
+		got, err := e.s.InFlightScopes(e.ctx, org, scopes)
+		must(t, "InFlightScopes", err)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("InFlightScopes(%s, %q) = %q, want %q", org, scopes, got, want)
+		}
+	}
+	holders("org-1", []string{"t1", ""})
+	holders("org-1", nil)
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p1", 100, []string{"t1", "fp1"}))
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p1", 100, []string{"t1", "t2"})) // t1 again: no error
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p2", 50, []string{""}))          // a write naming no scope
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-2", "p3", 100, []string{"t1"}))
+	holders("org-1", []string{"t1"}, "p1")
+	holders("org-1", []string{"fp1", "t9"}, "p1")
+	holders("org-1", []string{"t9"})
+	holders("org-1", []string{"t9", ""}, "p2")
+	holders("org-1", []string{"t1", "t2", ""}, "p1", "p2")
+	holders("org-2", []string{"t1", "t1"}, "p3")
+	// Scopes cleared under a mark that stays; the mark's other scopes stay.
+	must(t, "ClearScopesInFlight", e.s.ClearScopesInFlight(e.ctx, "org-1", "p1", []string{"t1", "fp1"}))
+	holders("org-1", []string{"t1", "fp1"})
+	holders("org-1", []string{"t2"}, "p1")
+	// A mark cleared, or cleared as expired, takes its scopes with it.
+	must(t, "ClearExpiredInFlight", e.s.ClearExpiredInFlight(e.ctx, "org-1", "p1", 50)) // not expired
+	holders("org-1", []string{"t2"}, "p1")
+	must(t, "ClearExpiredInFlight", e.s.ClearExpiredInFlight(e.ctx, "org-1", "p2", 60))
+	holders("org-1", []string{""})
+	must(t, "ClearInFlight", e.s.ClearInFlight(e.ctx, "org-1", "p1"))
+	holders("org-1", []string{"t1", "t2", "fp1", ""})
+	holders("org-2", []string{"t1"}, "p3")
 }

@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PendingEvaluations", testPendingEvaluations},
 		{"Positions", testPositions},
 		{"InFlight", testInFlight},
+		{"InFlightScopes", testInFlightScopes},
 		{"Rollback", testRollback},
 		{"RollbackOnPanic", testRollbackOnPanic},
 		{"Tenancy", testTenancy},
