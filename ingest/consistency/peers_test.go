@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -25,6 +26,8 @@ type fakePeerStore struct {
 	looks      int              // InFlight calls
 	scopeLooks int              // InFlightScopes calls
 	gate       chan struct{}    // when set, MarkInFlight waits for it
+	clearGate  chan struct{}    // when set, ClearScopesInFlight waits for it
+	clears     int              // ClearScopesInFlight calls
 	asked      []map[string]int64
 }
 
@@ -54,6 +57,13 @@ func (f *fakePeerStore) MarkInFlight(_ context.Context, org, process string, unt
 }
 
 func (f *fakePeerStore) ClearScopesInFlight(_ context.Context, org, process string, scopes []string) error {
+	f.mu.Lock()
+	gate := f.clearGate
+	f.clears++
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := [2]string{org, process}
@@ -548,3 +558,75 @@ func TestPeersRecordedScopesDoNotWait(t *testing.T) {
 
 // waited is Peers.Wait's first answer.
 func waited(w, _ bool) bool { return w }
+
+// TestPeersWriteDuringScopeRemoval: a write of a scope whose removal is under way waits for it
+// and records the scope again before it is answered.
+func TestPeersWriteDuringScopeRemoval(t *testing.T) {
+	st := newFakePeerStore()
+	p := newTestPeers(st, "a", nil)
+	vis := p.tracker.vis.(*fakeVisibility)
+	ctx := context.Background()
+	done, err := p.Publishing(ctx, "acme", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.tracker.Published("acme", "m1", "t1")
+	done()
+	hold, err := p.Publishing(ctx, "acme", "t2") // keeps the mark: only t1 can go
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold()
+	vis.show("m1")
+	gate := make(chan struct{})
+	st.set(func() { st.clearGate = gate })
+	removing := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		sm := p.marks["acme"].scopes["t1"]
+		return sm != nil && sm.removing
+	}
+	cleared := func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.clears > 0
+	}
+	swept := make(chan struct{})
+	go func() { // sweeps until one sweep has removed t1
+		defer close(swept)
+		for !cleared() {
+			p.sweep(ctx)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	waitFor(t, "t1's removal to start", removing)
+	answered := make(chan error, 1)
+	go func() {
+		done, err := p.Publishing(ctx, "acme", "t1")
+		if err == nil {
+			done()
+		}
+		answered <- err
+	}()
+	waitFor(t, "the write of t1 to start", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.marks["acme"].scopes["t1"].busy > 0
+	})
+	for range 100 {
+		runtime.Gosched()
+	}
+	select {
+	case err := <-answered:
+		t.Fatalf("a write of t1 was answered (%v) while t1's removal was under way", err)
+	default:
+	}
+	close(gate)
+	<-swept
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	if got := st.recorded("acme", "a"); !slices.Contains(got, "t1") {
+		t.Fatalf("recorded %q after a write of t1 that followed its removal", got)
+	}
+}
