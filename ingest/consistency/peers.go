@@ -454,8 +454,9 @@ func (p *Peers) Wait(ctx context.Context, org string, scopes []string, deadline 
 }
 
 // holdScopes reports whether another process's mark of org holds any of scopes or "" (writes
-// naming none). It asks the store after the read started, so it sees every scope recorded before
-// a write was answered. A failure to ask counts as held: the read then waits for everything.
+// naming none), or no scope at all (a process of a build before scopes, during a rolling
+// upgrade). It asks the store after the read started, so it sees every scope recorded before a
+// write was answered. A failure to ask counts as held: the read then waits for everything.
 func (p *Peers) holdScopes(ctx context.Context, org string, scopes []string) bool {
 	holders, err := p.cfg.Store.InFlightScopes(ctx, org, append(slices.Clip(scopes), ""))
 	if err != nil {

@@ -76,8 +76,9 @@ func (f *fakePeerStore) InFlightScopes(_ context.Context, org string, scopes []s
 	defer f.mu.Unlock()
 	f.scopeLooks++
 	var out []string
-	for k, held := range f.scopes {
-		if k[0] == org && slices.ContainsFunc(held, func(sc string) bool { return slices.Contains(scopes, sc) }) {
+	for k := range f.marks {
+		held := f.scopes[k]
+		if k[0] == org && (len(held) == 0 || slices.ContainsFunc(held, func(sc string) bool { return slices.Contains(scopes, sc) })) {
 			out = append(out, k[1])
 		}
 	}
@@ -628,5 +629,20 @@ func TestPeersWriteDuringScopeRemoval(t *testing.T) {
 	}
 	if got := st.recorded("acme", "a"); !slices.Contains(got, "t1") {
 		t.Fatalf("recorded %q after a write of t1 that followed its removal", got)
+	}
+}
+
+// TestPeersWaitForMarksWithoutScopes: a mark that records no scope, made by a build before
+// scopes were recorded (a rolling upgrade), holds every scoped read.
+func TestPeersWaitForMarksWithoutScopes(t *testing.T) {
+	st := newFakePeerStore()
+	st.set(func() { st.positions = map[int32]int64{0: 1} })
+	b := newTestPeers(st, "b", func(context.Context) (map[int32]int64, error) { return map[int32]int64{0: 1}, nil })
+	ctx := context.Background()
+	if err := st.MarkInFlight(ctx, "acme", "old", unixSeconds(time.Now().Add(time.Hour)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if w, done := b.Wait(ctx, "acme", []string{"t1"}, time.Now().Add(10*time.Second)); !w || !done {
+		t.Fatalf("a read of t1 with an old build's mark elsewhere: waited %v, done %v", w, done)
 	}
 }

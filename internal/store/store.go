@@ -454,7 +454,8 @@ type Progress interface {
 	ClearScopesInFlight(ctx context.Context, orgID, process string, scopes []string) error
 	// InFlight lists the marks of orgID.
 	InFlight(ctx context.Context, orgID string) ([]InFlightMark, error)
-	// InFlightScopes lists the processes whose marks of orgID hold any of scopes.
+	// InFlightScopes lists the processes whose marks of orgID hold any of scopes, or no scope
+	// at all (a mark made by a build that did not record scopes: its writes may be of any).
 	InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]string, error)
 	// ClearExpiredInFlight removes process's mark of orgID, with its scopes, if it ran out
 	// before the time given (the process stopped renewing it).

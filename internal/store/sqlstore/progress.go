@@ -96,14 +96,19 @@ func (s *Store) ClearExpiredInFlight(ctx context.Context, orgID, process string,
 		orgID, process, before)
 }
 
+// InFlightScopes also answers the marks that hold no scope at all: those of a build before
+// scopes were recorded (a rolling upgrade), whose writes may be of any scope.
 func (s *Store) InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]string, error) {
 	if len(scopes) == 0 {
 		return nil, nil
 	}
 	var out []string
 	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(scopes))), 1, func(part []string) error {
-		rows, err := s.reader().rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT DISTINCT process FROM writes_in_flight_scopes
-			WHERE org_id = ? AND scope IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
+		rows, err := s.reader().rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT w.process FROM writes_in_flight w
+			WHERE w.org_id = ? AND (EXISTS (SELECT 1 FROM writes_in_flight_scopes s WHERE s.org_id = w.org_id
+			AND s.process = w.process AND s.scope IN (`+placeholders(len(part))+`)) OR NOT EXISTS (SELECT 1
+			FROM writes_in_flight_scopes s WHERE s.org_id = w.org_id AND s.process = w.process))`,
+			append([]any{orgID}, anys(part)...)...)
 		if err != nil {
 			return err
 		}

@@ -76,6 +76,11 @@ func testInFlightScopes(t *testing.T, e *env) {
 	}
 	holders("org-1", []string{"t1", ""})
 	holders("org-1", nil)
+	// A mark with no scope (made by a build before scopes) holds every scope.
+	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "old", 100, nil))
+	holders("org-1", []string{"t1"}, "old")
+	must(t, "ClearInFlight", e.s.ClearInFlight(e.ctx, "org-1", "old"))
+	holders("org-1", []string{"t1"})
 	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p1", 100, []string{"t1", "fp1"}))
 	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p1", 100, []string{"t1", "t2"})) // t1 again: no error
 	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p2", 50, []string{""}))          // a write naming no scope
