@@ -68,22 +68,48 @@ func TestReadAfterWriteForEveryClient(t *testing.T) {
 // one PostgreSQL schema and Kafka cluster, as behind a load balancer, and returns their config.
 func startTwoIngests(t *testing.T) (Config, *Running, *Running) {
 	t.Helper()
-	cfg := baseConfig()
+	cfg, _, a, b := startTwoIngestsWith(t, func(*Config) {})
+	return cfg, a, b
+}
+
+// startTwoIngestsWith is startTwoIngests with the config adjusted first; it returns the
+// evaluate tier too.
+func startTwoIngestsWith(t *testing.T, adjust func(*Config)) (cfg Config, evaluator, a, b *Running) {
+	t.Helper()
+	cfg = baseConfig()
 	cfg.Postgres = postgresSchema(t)
 	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
-	start := func(f func(context.Context, Config) (*Running, error)) *Running {
-		t.Helper()
-		r, err := f(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		return r
-	}
-	start(StartEvaluate)
-	a, b := start(StartIngest), start(StartIngest)
+	adjust(&cfg)
+	evaluator = startTier(t, cfg, StartEvaluate)
+	a, b = startTier(t, cfg, StartIngest), startTier(t, cfg, StartIngest)
 	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
-	return cfg, a, b
+	return cfg, evaluator, a, b
+}
+
+// startTier starts one tier of the distributed mode, closed when the test ends.
+func startTier(t *testing.T, cfg Config, start func(context.Context, Config) (*Running, error)) *Running {
+	t.Helper()
+	r, err := start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// seedAppAndOther makes the flows "app" and "other", each with a trail "t1", and reports the
+// artifact fpBackend in app's trail with a compliant "tests" attestation.
+func seedAppAndOther(t *testing.T, k *kosli) {
+	t.Helper()
+	for _, flow := range []string{"app", "other"} {
+		k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": flow, "description": ""},
+			file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
+		k.multipart(http.MethodPut, "/trails/"+testOrg+"/"+flow, "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
+	}
+	k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fpBackend, "filename": "app",
+		"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, http.StatusCreated)
+	k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
+		map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": true}).want(t, http.StatusCreated)
 }
 
 // TestReadAfterWriteAcrossIngestProcesses: in the distributed mode with two ingest processes, a
@@ -157,15 +183,7 @@ func TestAssertWaitsOnlyForWhatItReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := newKosli(t, "http://"+r.Addr+"/api/v2", testToken)
-	for _, flow := range []string{"app", "other"} {
-		k.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": flow, "description": ""},
-			file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
-		k.multipart(http.MethodPut, "/trails/"+testOrg+"/"+flow, "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
-	}
-	k.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fpBackend, "filename": "app",
-		"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, http.StatusCreated)
-	k.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
-		map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": true}).want(t, http.StatusCreated)
+	seedAppAndOther(t, k)
 	k.send(http.MethodPut, "/environments/"+testOrg, map[string]any{"name": "prod", "type": "server"}).want(t, http.StatusCreated)
 	running := []map[string]any{{"digests": map[string]string{"app": fpBackend}, "creationTimestamp": 1}}
 	k.send(http.MethodPut, "/environments/"+testOrg+"/prod/report/server", map[string]any{"artifacts": running}).want(t, http.StatusCreated)
@@ -247,33 +265,12 @@ func TestAssertWaitsOnlyForWhatItReads(t *testing.T) {
 // no evaluator running, evidence of another pipeline's trail at ingest A holds no assert at
 // ingest B, while evidence of the artifact's own trail does, until an evaluator applies it.
 func TestAssertAcrossIngestsWaitsOnlyForWhatItReads(t *testing.T) {
-	cfg := baseConfig()
-	cfg.Postgres = postgresSchema(t)
-	cfg.Kafka = kafkabus.Config{Brokers: kafkatest.NewCluster(t, 4), Partitions: 4}
-	cfg.Ingest.ConsistencyWait = time.Hour // a wrong wait hangs the test instead of serving stale
-	start := func(f func(context.Context, Config) (*Running, error)) *Running {
-		t.Helper()
-		r, err := f(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		return r
-	}
-	evaluator := start(StartEvaluate)
-	a, b := start(StartIngest), start(StartIngest)
-	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	cfg, evaluator, a, b := startTwoIngestsWith(t, func(cfg *Config) {
+		cfg.Ingest.ConsistencyWait = time.Hour // a wrong wait hangs the test instead of serving stale
+	})
 	writer := newKosli(t, "http://"+a.Addr+"/api/v2", testToken)
 	reader := keyFor(t, env{base: "http://" + b.Addr, store: b.Store}, testOrg, "deploy", store.RoleMember)
-	for _, flow := range []string{"app", "other"} {
-		writer.multipart(http.MethodPut, "/flows/"+testOrg+"/template_file", "data_json", map[string]any{"name": flow, "description": ""},
-			file{"template_file", "t.yml", []byte(readAfterWriteTemplate)}).want(t, http.StatusCreated)
-		writer.multipart(http.MethodPut, "/trails/"+testOrg+"/"+flow, "data_json", map[string]any{"name": "t1"}).want(t, http.StatusCreated)
-	}
-	writer.send(http.MethodPost, "/artifacts/"+testOrg+"/app", map[string]any{"fingerprint": fpBackend, "filename": "app",
-		"build_url": "b", "commit_url": "c", "trail_name": "t1"}).want(t, http.StatusCreated)
-	writer.multipart(http.MethodPost, "/attestations/"+testOrg+"/app/trail/t1/generic", "data_json",
-		map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": true}).want(t, http.StatusCreated)
+	seedAppAndOther(t, writer)
 	assert := "/asserts/" + testOrg + "/fingerprint/" + fpBackend
 	if res := reader.get(assert).want(t, http.StatusOK).JSON(t); res["compliant"] != true {
 		t.Fatalf("assert with the evaluator running: %v", res)
@@ -300,7 +297,7 @@ func TestAssertAcrossIngestsWaitsOnlyForWhatItReads(t *testing.T) {
 		map[string]any{"attestation_name": "tests", "artifact_fingerprint": fpBackend, "is_compliant": false}).want(t, http.StatusCreated)
 	answer := make(chan reply, 1)
 	go func() { answer <- reader.get(assert) }()
-	start(StartEvaluate)
+	startTier(t, cfg, StartEvaluate)
 	if res := (<-answer).want(t, http.StatusOK).JSON(t); res["compliant"] != false {
 		t.Fatalf("the assert that waited for the artifact's evidence answers %v", res)
 	}
