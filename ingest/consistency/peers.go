@@ -392,11 +392,15 @@ func (p *Peers) renew(ctx context.Context, now time.Time) error {
 	if err := p.cfg.Store.RenewInFlight(ctx, p.cfg.Process, unixSeconds(now.Add(p.cfg.Lease))); err != nil {
 		return err
 	}
+	after := time.Now()
 	p.mu.Lock()
 	for _, m := range p.marks {
 		// A mark written after now has a later lease already; one written meanwhile and not
-		// yet recorded present keeps the lease of its own write.
-		if m.present && m.leased.Before(now) {
+		// yet recorded present keeps the lease of its own write. A mark whose lease may have
+		// run out before the renewal landed (renewals failed meanwhile) may have been removed
+		// by a reader, and the renewal found no row: it keeps its old lease, so that the next
+		// write makes it anew (Publishing).
+		if m.present && m.leased.Before(now) && after.Sub(m.leased) < p.cfg.Lease {
 			m.leased = now
 		}
 	}

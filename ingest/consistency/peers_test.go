@@ -646,3 +646,40 @@ func TestPeersWaitForMarksWithoutScopes(t *testing.T) {
 		t.Fatalf("a read of t1 with an old build's mark elsewhere: waited %v, done %v", w, done)
 	}
 }
+
+// TestPeersRenewDoesNotReviveARunOutMark: a renewal that lands after a mark's lease ran out (the
+// renewals failed meanwhile, and a reader may have removed the row) does not count as renewing
+// it: the next write makes the mark anew, with its scopes.
+func TestPeersRenewDoesNotReviveARunOutMark(t *testing.T) {
+	st := newFakePeerStore()
+	p := newTestPeers(st, "a", nil)
+	p.cfg.Lease = 40 * time.Millisecond
+	ctx := context.Background()
+	done, err := p.Publishing(ctx, "acme", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	start := time.Now()
+	for time.Since(start) < p.cfg.Lease {
+		time.Sleep(time.Millisecond)
+	}
+	if err := st.ClearExpiredInFlight(ctx, "acme", "a", unixSeconds(time.Now())+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.renew(ctx, time.Now()); err != nil { // finds no row
+		t.Fatal(err)
+	}
+	writes := st.writes
+	done, err = p.Publishing(ctx, "acme", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if st.writes != writes+1 {
+		t.Fatal("a write after a renewal of a run-out mark was answered without making the mark anew")
+	}
+	if got := st.recorded("acme", "a"); !slices.Equal(got, []string{"t1"}) {
+		t.Fatalf("recorded %q", got)
+	}
+}

@@ -69,8 +69,8 @@ func (s *Store) RenewInFlight(ctx context.Context, process string, until float64
 	return s.exec(ctx, "renew writes in flight", `UPDATE writes_in_flight SET until = ? WHERE process = ?`, until, process)
 }
 
-// ClearInFlight removes the scopes first: a mark never stands without the scopes recorded under
-// it, which readers would take for a mark of nothing they read.
+// ClearInFlight removes the scopes first, then the mark: a reader in between sees a mark with no
+// scope, which holds every read (InFlightScopes), so it waits more, never less.
 func (s *Store) ClearInFlight(ctx context.Context, orgID, process string) error {
 	if err := s.exec(ctx, "clear scopes in flight", `DELETE FROM writes_in_flight_scopes WHERE org_id = ? AND process = ?`,
 		orgID, process); err != nil {
