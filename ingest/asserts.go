@@ -61,6 +61,9 @@ func (a *API) registerAsserts() {
 			ok = !waited && !(a.answers.Lags() && a.tracker.ScopesFresh(p.Org.ID, append(scopes, deps...), answers.AnnouncementLag))
 		}
 		if !ok {
+			if waited { // the counts to keep the new answer at are those after the wait
+				_, _, at, _ = a.answers.Get(key)
+			}
 			res, deps, err := a.assertScoped(ctx, p, !peersDone, in.Fingerprint, in.FlowName, in.EnvironmentName, in.PolicyNames)
 			if err != nil {
 				return nil, err
