@@ -175,6 +175,29 @@ func newTestPeers(st PeerStore, process string, ends func(context.Context) (map[
 	return p
 }
 
+// publish publishes a write of scopes of "acme" through p and answers it (done).
+func publish(t *testing.T, p *Peers, scopes ...string) {
+	t.Helper()
+	done, err := p.Publishing(context.Background(), "acme", scopes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+}
+
+// runOut lets p's mark of "acme" run out (its lease, shortened here, passes without a renewal)
+// and removes it with its scopes, as a reader that caught up with it would.
+func runOut(t *testing.T, st *fakePeerStore, p *Peers) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < p.cfg.Lease {
+		time.Sleep(time.Millisecond)
+	}
+	if err := st.ClearExpiredInFlight(context.Background(), "acme", p.cfg.Process, unixSeconds(time.Now())+1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPeersMarkOncePerBusySpell: an organization is marked when its writes here go from none in
 // flight to some, not at every write, and the mark goes once they are all visible.
 func TestPeersMarkOncePerBusySpell(t *testing.T) {
@@ -376,7 +399,7 @@ func TestPeersRecordScopes(t *testing.T) {
 	p := newTestPeers(st, "a", nil)
 	vis := p.tracker.vis.(*fakeVisibility)
 	ctx := context.Background()
-	publish := func(id string, scopes ...string) {
+	publishID := func(id string, scopes ...string) {
 		t.Helper()
 		done, err := p.Publishing(ctx, "acme", scopes...)
 		if err != nil {
@@ -391,8 +414,8 @@ func TestPeersRecordScopes(t *testing.T) {
 			t.Fatalf("recorded scopes %q, want %q", got, want)
 		}
 	}
-	publish("m1", "t1", "fp1")
-	publish("m2", "t1")
+	publishID("m1", "t1", "fp1")
+	publishID("m2", "t1")
 	if st.writes != 1 {
 		t.Fatalf("%d store writes for two writes of recorded scopes, want 1", st.writes)
 	}
@@ -400,7 +423,7 @@ func TestPeersRecordScopes(t *testing.T) {
 	p.mu.Lock()
 	noticed := p.marks["acme"].noticed
 	p.mu.Unlock()
-	publish("m3", "t2")
+	publishID("m3", "t2")
 	if st.writes != 2 {
 		t.Fatalf("%d store writes after a write of a new scope, want 2", st.writes)
 	}
@@ -426,7 +449,7 @@ func TestPeersRecordScopes(t *testing.T) {
 	}
 	hold()
 
-	publish("m4") // names no scope: recorded as ""
+	publishID("m4") // names no scope: recorded as ""
 	recorded("", "t2")
 	vis.show("m4")
 	waitFor(t, "the mark to go", func() bool {
@@ -435,7 +458,7 @@ func TestPeersRecordScopes(t *testing.T) {
 		return len(marks) == 0
 	})
 	recorded()
-	publish("m5", "t1") // a new busy spell records its scopes again
+	publishID("m5", "t1") // a new busy spell records its scopes again
 	recorded("t1")
 }
 
@@ -452,15 +475,7 @@ func TestPeersWaitScoped(t *testing.T) {
 	a, b := newTestPeers(st, "a", nil), newTestPeers(st, "b", ends)
 	ctx := context.Background()
 	deadline := func() time.Time { return time.Now().Add(10 * time.Second) }
-	write := func(scopes ...string) {
-		t.Helper()
-		done, err := a.Publishing(ctx, "acme", scopes...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done()
-	}
-	write("t1")
+	publish(t, a, "t1")
 	if w, done := b.Wait(ctx, "acme", []string{"t2", "fp2"}, deadline()); w || done || endsAsked != 0 {
 		t.Fatalf("a read of t2 with a write of t1 elsewhere: waited %v, done %v (want neither: it may learn t1)", w, done)
 	}
@@ -476,7 +491,7 @@ func TestPeersWaitScoped(t *testing.T) {
 	if w, done := b.Wait(ctx, "acme", []string{"t1"}, deadline()); !w || !done {
 		t.Fatalf("a read of t1 that caught up: waited %v, done %v", w, done)
 	}
-	write() // a write naming no scope holds every read of the organization
+	publish(t, a) // a write naming no scope holds every read of the organization
 	if !waited(b.Wait(ctx, "acme", []string{"t2"}, deadline())) || !waited(b.Wait(ctx, "acme", []string{}, deadline())) {
 		t.Fatal("a scoped read did not wait for a write naming no scope elsewhere")
 	}
@@ -489,26 +504,10 @@ func TestPeersRemarkAfterLeaseRanOut(t *testing.T) {
 	st := newFakePeerStore()
 	p := newTestPeers(st, "a", nil)
 	p.cfg.Lease = 40 * time.Millisecond
-	ctx := context.Background()
-	done, err := p.Publishing(ctx, "acme", "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done()
-	start := time.Now()
-	for time.Since(start) < p.cfg.Lease {
-		time.Sleep(time.Millisecond)
-	}
-	// A reader caught up and removed the expired mark.
-	if err := st.ClearExpiredInFlight(ctx, "acme", "a", unixSeconds(time.Now())+1); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, p, "t1")
+	runOut(t, st, p)
 	begun := time.Now()
-	done, err = p.Publishing(ctx, "acme", "t2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done()
+	publish(t, p, "t2")
 	if got := st.recorded("acme", "a"); !slices.Equal(got, []string{"t1", "t2"}) {
 		t.Fatalf("scopes recorded after the mark was made anew: %q", got)
 	}
@@ -523,11 +522,7 @@ func TestPeersRecordedScopesDoNotWait(t *testing.T) {
 	st := newFakePeerStore()
 	p := newTestPeers(st, "a", nil)
 	ctx := context.Background()
-	done, err := p.Publishing(ctx, "acme", "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done()
+	publish(t, p, "t1")
 	gate := make(chan struct{})
 	st.set(func() { st.gate = gate })
 	second := make(chan error, 1)
@@ -543,11 +538,7 @@ func TestPeersRecordedScopesDoNotWait(t *testing.T) {
 		defer p.mu.Unlock()
 		return p.marks["acme"].op != nil
 	})
-	done, err = p.Publishing(ctx, "acme", "t1") // recorded: returns while t2's write is held
-	if err != nil {
-		t.Fatal(err)
-	}
-	done()
+	publish(t, p, "t1") // recorded: returns while t2's write is held
 	close(gate)
 	if err := <-second; err != nil {
 		t.Fatal(err)
@@ -654,28 +645,13 @@ func TestPeersRenewDoesNotReviveARunOutMark(t *testing.T) {
 	st := newFakePeerStore()
 	p := newTestPeers(st, "a", nil)
 	p.cfg.Lease = 40 * time.Millisecond
-	ctx := context.Background()
-	done, err := p.Publishing(ctx, "acme", "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done()
-	start := time.Now()
-	for time.Since(start) < p.cfg.Lease {
-		time.Sleep(time.Millisecond)
-	}
-	if err := st.ClearExpiredInFlight(ctx, "acme", "a", unixSeconds(time.Now())+1); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.renew(ctx, time.Now()); err != nil { // finds no row
+	publish(t, p, "t1")
+	runOut(t, st, p)
+	if err := p.renew(context.Background(), time.Now()); err != nil { // finds no row
 		t.Fatal(err)
 	}
 	writes := st.writes
-	done, err = p.Publishing(ctx, "acme", "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done()
+	publish(t, p, "t1")
 	if st.writes != writes+1 {
 		t.Fatal("a write after a renewal of a run-out mark was answered without making the mark anew")
 	}
