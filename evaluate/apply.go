@@ -275,6 +275,10 @@ func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (stri
 	if err := tx.TouchTrail(ctx, trailID, e.At); err != nil {
 		return "", err
 	}
+	// Where the fingerprint runs, the next snapshot shows this report among its provenance.
+	if err := tx.MarkRunningChanged(ctx, e.OrgID, "", []string{a.Fingerprint}); err != nil {
+		return "", err
+	}
 	return trailID, appendEvent(ctx, tx, trailID, e.At, map[string]any{
 		"type": "artifact_creation_reported", "timestamp": e.At, "user": e.Actor.Name, "artifact_id": a.ID,
 		"fingerprint": a.Fingerprint, "filename": rep.Filename, "template_reference_name": a.TemplateName,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
@@ -234,11 +235,20 @@ func runningSet(s store.Snapshot) ([]snapshot.Running, error) {
 // set changed, writes the new snapshot, its events, the running index and the trail events of
 // the artifacts that started or stopped. It costs a fixed number of store round trips however
 // many artifacts the set holds.
+//
+// An artifact that ran in the latest snapshot and whose evidence, verdict and allowlisting did
+// not change since (no store.RunningChanges mark) is carried over from it as it was, with its
+// new instances, when this evaluator still holds that snapshot (latestSnapshots): a snapshot
+// where one artifact of a thousand changed reads and writes one artifact's evidence.
 func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope, env *store.Environment, next []snapshot.Running, typ string) (bool, error) {
 	// Most reports repeat the last one: recognise them by digest, without decoding the last snapshot.
 	digest := snapshot.Digest(next)
-	switch last, err := tx.LatestSnapshotDigest(ctx, env.ID); {
-	case err == nil && bytes.Equal(last, digest):
+	lastIndex, lastDigest, err := tx.LatestSnapshotDigest(ctx, env.ID)
+	switch {
+	case err == nil && bytes.Equal(lastDigest, digest):
+		if err := tx.CompactRunningChanges(ctx, env.ID); err != nil {
+			return false, err
+		}
 		return false, tx.UpdateEnvironment(ctx, *env)
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return false, err
@@ -247,58 +257,110 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err := tx.LockEnvironment(ctx, env.ID); err != nil {
 		return false, err
 	}
+	// The marks before the evidence: a change committed after this read is marked for the next snapshot.
+	marks, err := tx.RunningChanges(ctx, env.ID)
+	if err != nil {
+		return false, err
+	}
+	var last *latestSnapshot
+	if lastDigest != nil {
+		last, _ = pj.latest.get(env.ID, lastIndex, lastDigest)
+	}
 	var prev []snapshot.Running
 	index := 1
-	latest, err := tx.LatestSnapshot(ctx, env.ID)
-	switch {
-	case err == nil:
-		if prev, err = runningSet(latest); err != nil {
+	if last != nil {
+		prev, index = last.running, last.index+1
+	} else {
+		latest, err := tx.LatestSnapshot(ctx, env.ID)
+		switch {
+		case err == nil:
+			if prev, err = runningSet(latest); err != nil {
+				return false, err
+			}
+			index = latest.Index + 1
+		case !errors.Is(err, store.ErrNotFound):
 			return false, err
 		}
-		index = latest.Index + 1
-	case !errors.Is(err, store.ErrNotFound):
-		return false, err
 	}
 	annotated, exited, changed := snapshot.Diff(prev, next, env.IncludeScaling)
 	if !changed && index > 1 { // the first report is snapshot 1 even when nothing runs
 		return false, tx.UpdateEnvironment(ctx, *env)
 	}
-	fps := make([]string, 0, len(annotated)+len(exited))
-	for _, a := range annotated {
-		fps = append(fps, a.Fingerprint)
+	isAllowed, err := allowlisted(ctx, tx, env.ID)
+	if err != nil {
+		return false, err
 	}
-	for _, a := range exited {
-		fps = append(fps, a.Fingerprint)
+	policies, err := pj.attached(ctx, tx, env.ID)
+	if err != nil {
+		return false, err
+	}
+	from := carryFrom(last, marks, annotated, exited, isAllowed, len(policies) > 0)
+	fps := make([]string, 0, len(annotated)+len(exited))
+	for i, a := range annotated {
+		if from.annotated[i] < 0 {
+			fps = append(fps, a.Fingerprint)
+		}
+	}
+	for i, a := range exited {
+		if from.exited[i] < 0 {
+			fps = append(fps, a.Fingerprint)
+		}
 	}
 	ev, err := policyeval.LoadReports(ctx, tx, e.OrgID, fps)
 	if err != nil {
 		return false, err
 	}
 	prov := provenance(ev, fps)
-	isAllowed, err := allowlisted(ctx, tx, env.ID)
-	if err != nil {
-		return false, err
+	var carry *snapshotCarry
+	if last != nil {
+		carry = &snapshotCarry{verdicts: make([]*SnapshotVerdict, len(annotated)), exited: exited}
+		for i, j := range from.annotated {
+			if j >= 0 {
+				carry.verdicts[i] = last.arts[j].PolicyVerdict
+			}
+		}
 	}
-	verdicts, compliant, err := pj.decideSnapshot(ctx, tx, env, index, annotated, ev, isAllowed, false, e.At)
+	verdicts, compliant, err := pj.decideSnapshot(ctx, tx, env, index, annotated, ev, isAllowed, policies, carry, false, e.At)
 	if err != nil {
 		return false, err
 	}
 	arts := make([]SnapshotArtifact, len(annotated))
+	docs := make([][]byte, len(annotated))
 	for i, a := range annotated {
-		arts[i] = snapshotArtifact(a, prov[a.Fingerprint], isAllowed[a.Fingerprint])
+		var verdict *SnapshotVerdict
 		if verdicts != nil {
-			arts[i].PolicyVerdict = &SnapshotVerdict{InputHash: verdicts[i].InputHash, Compliant: verdicts[i].Compliant}
+			verdict = &SnapshotVerdict{InputHash: verdicts[i].InputHash, Compliant: verdicts[i].Compliant}
+		}
+		if j := from.annotated[i]; j >= 0 {
+			arts[i] = last.arts[j]
+			if sameRunning(arts[i], a) && sameVerdict(arts[i].PolicyVerdict, verdict) {
+				docs[i] = last.docs[j]
+				continue
+			}
+			arts[i].Instances, arts[i].CreationTimestamp, arts[i].Annotation, arts[i].Contexts = a.Instances, a.CreationTimestamps, a.Annotation, a.Contexts
+			if arts[i].CreationTimestamp == nil {
+				arts[i].CreationTimestamp = []float64{}
+			}
+		} else {
+			arts[i] = snapshotArtifact(a, prov[a.Fingerprint], isAllowed[a.Fingerprint])
+		}
+		arts[i].PolicyVerdict = verdict
+		if docs[i], err = json.Marshal(arts[i]); err != nil {
+			return false, fmt.Errorf("encode snapshot: %w", err)
 		}
 	}
-	doc, err := json.Marshal(arts)
-	if err != nil {
-		return false, fmt.Errorf("encode snapshot: %w", err)
-	}
 	if err := tx.InsertSnapshot(ctx, store.Snapshot{EnvID: env.ID, Index: index, Timestamp: e.At, Type: typ, Compliant: compliant,
-		Artifacts: doc, Digest: digest}); err != nil {
+		Artifacts: joinArray(docs), Digest: digest}); err != nil {
 		return false, err
 	}
 	evs := snapshot.Events(annotated, exited)
+	for _, ev := range evs { // the events of carried artifacts show their provenance as it was
+		if _, ok := prov[ev.Fingerprint]; !ok && last != nil {
+			if j, ok := from.byKey[snapshotKey{ev.Name, ev.Fingerprint}]; ok && !from.fresh[ev.Fingerprint] {
+				prov[ev.Fingerprint] = last.arts[j].Flows
+			}
+		}
+	}
 	events, trailEvents, err := environmentEvents(env, index, e.At, evs, prov, arts, compliant)
 	if err != nil {
 		return false, err
@@ -316,14 +378,116 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err := tx.SetRunning(ctx, e.OrgID, env.ID, gone, started); err != nil {
 		return false, err
 	}
+	ids := make([]int64, len(marks))
+	for i, m := range marks {
+		ids[i] = m.ID
+	}
+	if err := tx.ClearRunningChanges(ctx, ids); err != nil {
+		return false, err
+	}
+	// A verdict that failed is judged again by the next snapshot: it is not to be carried.
+	var failed []string
+	for _, v := range verdicts {
+		if v.Failed {
+			failed = append(failed, v.Fingerprint)
+		}
+	}
+	if len(failed) > 0 {
+		if err := tx.MarkRunningChanged(ctx, env.OrgID, env.ID, failed); err != nil {
+			return false, err
+		}
+	}
 	env.LastChangedAt = e.At
 	if err := tx.UpdateEnvironment(ctx, *env); err != nil {
 		return false, err
 	}
 	if compliant != nil || env.State != nil {
-		_, err = tx.SetEnvironmentState(ctx, env.OrgID, env.ID, compliant)
+		if _, err = tx.SetEnvironmentState(ctx, env.OrgID, env.ID, compliant); err != nil {
+			return false, err
+		}
 	}
-	return true, err
+	envID, kept := env.ID, &latestSnapshot{index: index, digest: digest, running: annotated, arts: arts, docs: docs}
+	tx.OnCommit(func() { pj.latest.put(envID, kept) })
+	return true, nil
+}
+
+// snapshotKey is an artifact's identity in a snapshot.
+type snapshotKey struct{ name, fingerprint string }
+
+// carried says which artifacts of a new snapshot come from the last one: per artifact of the
+// new set and of the exited, the index of its entry in the last snapshot's arts, or -1 for one
+// taken anew.
+type carried struct {
+	annotated, exited []int
+	byKey             map[snapshotKey]int // the last snapshot's entries
+	fresh             map[string]bool     // fingerprints marked since the last snapshot
+}
+
+// carryFrom decides what a new snapshot takes from last (nil: nothing). An artifact is carried
+// when it ran in last, nothing marked its fingerprint since, its allowlisting is the same, and
+// it has a verdict exactly when the environment has policies.
+func carryFrom(last *latestSnapshot, marks []store.RunningChange, annotated, exited []snapshot.Running, allowed map[string]bool, policies bool) carried {
+	c := carried{annotated: make([]int, len(annotated)), exited: make([]int, len(exited))}
+	for i := range c.annotated {
+		c.annotated[i] = -1
+	}
+	for i := range c.exited {
+		c.exited[i] = -1
+	}
+	if last == nil {
+		return c
+	}
+	c.byKey = make(map[snapshotKey]int, len(last.arts))
+	for j, a := range last.arts {
+		c.byKey[snapshotKey{a.Name, a.Fingerprint}] = j
+	}
+	c.fresh = make(map[string]bool, len(marks))
+	for _, m := range marks {
+		c.fresh[m.Fingerprint] = true
+	}
+	take := func(r snapshot.Running) int {
+		j, ok := c.byKey[snapshotKey{r.Name, r.Fingerprint}]
+		if !ok || c.fresh[r.Fingerprint] || last.arts[j].Allowlisted != allowed[r.Fingerprint] || (last.arts[j].PolicyVerdict != nil) != policies {
+			return -1
+		}
+		return j
+	}
+	for i, a := range annotated {
+		c.annotated[i] = take(a)
+	}
+	for i, a := range exited {
+		if j, ok := c.byKey[snapshotKey{a.Name, a.Fingerprint}]; ok && !c.fresh[a.Fingerprint] {
+			c.exited[i] = j
+		}
+	}
+	return c
+}
+
+// sameRunning reports whether a carried artifact's instances are r's, so that its JSON stands.
+func sameRunning(a SnapshotArtifact, r snapshot.Running) bool {
+	return a.Instances == r.Instances && a.Annotation == r.Annotation && slices.Equal(a.CreationTimestamp, r.CreationTimestamps) &&
+		len(a.Contexts) == len(r.Contexts) && (len(a.Contexts) == 0 || reflect.DeepEqual(a.Contexts, r.Contexts))
+}
+
+func sameVerdict(a, b *SnapshotVerdict) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
+}
+
+// joinArray makes the JSON array of docs (what json.Marshal of their values writes).
+func joinArray(docs [][]byte) json.RawMessage {
+	n := 2 + len(docs)
+	for _, d := range docs {
+		n += len(d)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, d := range docs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, d...)
+	}
+	return append(out, ']')
 }
 
 // provenance lists, for each fingerprint, the flows and trails that reported it.

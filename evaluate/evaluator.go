@@ -693,11 +693,21 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, ski
 		if err := tx.ClearDirtyAll(ctx, generations); err != nil {
 			return err
 		}
-		if err := tx.Announce(ctx, nil, fingerprintsByOrg(saved)); err != nil {
+		fps := fingerprintsByOrg(saved)
+		if err := tx.Announce(ctx, nil, fps); err != nil {
 			return err
 		}
 		// In the same transaction, so that once the trail reads as evaluated, so do the verdicts it changes.
-		return e.policies.afterTrails(ctx, tx, fingerprintsByOrg(saved), e.now())
+		if err := e.policies.afterTrails(ctx, tx, fps, e.now()); err != nil {
+			return err
+		}
+		// What the next snapshots show of these artifacts where they run (their trails' states) changed.
+		for org, fps := range fps {
+			if err := tx.MarkRunningChanged(ctx, org, "", fps); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err

@@ -34,13 +34,17 @@ type policyJudge struct {
 	cache   *policyeval.Cache
 	metrics *metrics.Evaluator
 	tracer  trace.Tracer
+	// latest are the environments' latest snapshots this evaluator wrote, which their next
+	// snapshots start from (recordRunningSet).
+	latest *latestSnapshots
 }
 
 func newPolicyJudge(engine *envpolicy.Engine, m *metrics.Evaluator, tracer trace.Tracer) *policyJudge {
 	if engine == nil {
 		engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
-	return &policyJudge{engine: engine, cache: policyeval.NewCache(0), metrics: m, tracer: tracer}
+	return &policyJudge{engine: engine, cache: policyeval.NewCache(0), metrics: m, tracer: tracer,
+		latest: newLatestSnapshots(latestArtifactBudget)}
 }
 
 // judgedPolicy is an attached policy ready to judge, or the reason it cannot (a stored version that no longer
@@ -241,21 +245,33 @@ func allowlisted(ctx context.Context, tx store.Tx, envID string) (map[string]boo
 	return out, nil
 }
 
-// decideSnapshot gives each artifact of a new snapshot its verdict. It answers nil verdicts when the environment
-// has no policies (its artifacts then keep the compliance of their trails, and the snapshot none). An artifact
-// that ran in the snapshot before keeps its stored verdict, which every change of its evidence or of the policies
-// has kept current (see policyJudge), unless that verdict failed or rewrite asks for all of them to be judged
-// again; the others are judged. ev holds the reports of the set's fingerprints; the caller has locked the
+// decideSnapshot gives each artifact of a new snapshot its verdict against policies (the environment's attached
+// ones). It answers nil verdicts when there are none (its artifacts then keep the compliance of their trails, and
+// the snapshot none). An artifact that ran in the snapshot before keeps its verdict, which every change of its
+// evidence or of the policies has kept current (see policyJudge), unless that verdict failed or rewrite asks for
+// all of them to be judged again: from carry when the new snapshot takes it from the last one, else from the
+// store. The others are judged. ev holds the reports of the fingerprints judged; the caller has locked the
 // environment.
 func (pj *policyJudge) decideSnapshot(ctx context.Context, tx store.Tx, env *store.Environment, index int, set []snapshot.Running,
-	ev *policyeval.Evidence, allowed map[string]bool, rewrite bool, at float64) ([]store.Verdict, *bool, error) {
-	policies, err := pj.attached(ctx, tx, env.ID)
-	if err != nil || len(policies) == 0 {
-		return nil, nil, err
+	ev *policyeval.Evidence, allowed map[string]bool, policies []judgedPolicy, carry *snapshotCarry, rewrite bool, at float64) ([]store.Verdict, *bool, error) {
+	if len(policies) == 0 {
+		return nil, nil, nil
 	}
-	prev, err := tx.VerdictStates(ctx, env.ID, nil)
-	if err != nil {
-		return nil, nil, err
+	var read []string // the fingerprints whose stored verdicts are needed; nil reads all
+	if carry != nil {
+		read = []string{}
+		for i, r := range set {
+			if carry.verdicts[i] == nil {
+				read = append(read, r.Fingerprint)
+			}
+		}
+	}
+	var prev map[store.VerdictKey]store.VerdictState
+	if read == nil || len(read) > 0 {
+		var err error
+		if prev, err = tx.VerdictStates(ctx, env.ID, read); err != nil {
+			return nil, nil, err
+		}
 	}
 	verdicts := make([]store.Verdict, len(set))
 	var judge []int
@@ -263,6 +279,11 @@ func (pj *policyJudge) decideSnapshot(ctx context.Context, tx store.Tx, env *sto
 	for i, r := range set {
 		k := store.VerdictKey{Name: r.Name, Fingerprint: r.Fingerprint}
 		inSet[k] = true
+		if carry != nil && carry.verdicts[i] != nil && !rewrite {
+			verdicts[i] = store.Verdict{EnvID: env.ID, Name: r.Name, Fingerprint: r.Fingerprint, InputHash: carry.verdicts[i].InputHash,
+				Compliant: carry.verdicts[i].Compliant}
+			continue
+		}
 		if st, ok := prev[k]; ok && !rewrite && !st.Failed {
 			verdicts[i] = store.Verdict{EnvID: env.ID, Name: r.Name, Fingerprint: r.Fingerprint, InputHash: st.InputHash, Compliant: st.Compliant}
 			continue
@@ -282,6 +303,7 @@ func (pj *policyJudge) decideSnapshot(ctx context.Context, tx store.Tx, env *sto
 		for k, i := range judge {
 			arts[k] = ev.Artifact(set[i].Name, set[i].Fingerprint, allowed[set[i].Fingerprint])
 		}
+		var err error
 		if d, err = pj.decide(ctx, tx, *env, policies, arts, prev, rewrite, at); err != nil {
 			return nil, nil, err
 		}
@@ -290,8 +312,13 @@ func (pj *policyJudge) decideSnapshot(ctx context.Context, tx store.Tx, env *sto
 		}
 	}
 	var gone []store.VerdictKey
+	if carry != nil {
+		for _, r := range carry.exited {
+			gone = append(gone, store.VerdictKey{Name: r.Name, Fingerprint: r.Fingerprint})
+		}
+	}
 	for k := range prev {
-		if !inSet[k] {
+		if !inSet[k] && (carry == nil || !slices.Contains(gone, k)) {
 			gone = append(gone, k)
 		}
 	}
@@ -307,6 +334,15 @@ func (pj *policyJudge) decideSnapshot(ctx context.Context, tx store.Tx, env *sto
 	}
 	compliant := allCompliant(verdicts)
 	return verdicts, &compliant, nil
+}
+
+// snapshotCarry is what a new snapshot takes from the environment's last one (recordRunningSet).
+type snapshotCarry struct {
+	// verdicts holds, per artifact of the new set, its verdict in the last snapshot when the
+	// artifact is carried over from it (nothing it is judged on changed since); nil otherwise.
+	verdicts []*SnapshotVerdict
+	// exited are the last snapshot's artifacts that left: their verdicts go.
+	exited []snapshot.Running
 }
 
 func allCompliant(vs []store.Verdict) bool {
@@ -328,6 +364,10 @@ func (pj *policyJudge) decideAll(ctx context.Context, tx store.Tx, env store.Env
 	}
 	if len(policies) == 0 && env.State == nil {
 		return nil // nothing decided before, nothing to clear
+	}
+	// Every verdict changes: the next snapshot takes none from this one.
+	if err := tx.MarkRunningChanged(ctx, env.OrgID, env.ID, nil); err != nil {
+		return err
 	}
 	latest, err := tx.LatestSnapshot(ctx, env.ID)
 	if errors.Is(err, store.ErrNotFound) || len(policies) == 0 {
@@ -360,7 +400,7 @@ func (pj *policyJudge) decideAll(ctx context.Context, tx store.Tx, env store.Env
 		return err
 	}
 	// The policies (or what they see of the environment) changed: every verdict is written again.
-	verdicts, compliant, err := pj.decideSnapshot(ctx, tx, &env, latest.Index, set, ev, allowed, true, at)
+	verdicts, compliant, err := pj.decideSnapshot(ctx, tx, &env, latest.Index, set, ev, allowed, policies, nil, true, at)
 	if err != nil || verdicts == nil {
 		return err
 	}
@@ -448,6 +488,10 @@ func (pj *policyJudge) afterTrails(ctx context.Context, tx store.Tx, fpsByOrg ma
 // afterFlowChange re-judges the running artifacts of a flow whose name, tags or archiving changed (policies see
 // them) in every environment with policies.
 func (pj *policyJudge) afterFlowChange(ctx context.Context, tx store.Tx, orgID, flowID string, at float64) error {
+	// What snapshots show of the flow's artifacts (its name, whether it is archived) changed too.
+	if err := tx.MarkFlowRunningChanged(ctx, orgID, flowID); err != nil {
+		return err
+	}
 	running, err := tx.RunningWithPoliciesOfFlow(ctx, orgID, flowID)
 	if err != nil {
 		return err

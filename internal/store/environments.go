@@ -92,9 +92,9 @@ type EnvironmentReader interface {
 	LogicalEnvironments(ctx context.Context, envID string) ([]Environment, error)
 
 	LatestSnapshot(ctx context.Context, envID string) (Snapshot, error)
-	// LatestSnapshotDigest is the Digest of the latest snapshot, without reading the snapshot
-	// (ErrNotFound when there is none, or it was stored without one).
-	LatestSnapshotDigest(ctx context.Context, envID string) ([]byte, error)
+	// LatestSnapshotDigest is the index and Digest of the latest snapshot, without reading the
+	// snapshot (ErrNotFound when there is none, or it was stored without one).
+	LatestSnapshotDigest(ctx context.Context, envID string) (int, []byte, error)
 	SnapshotByIndex(ctx context.Context, envID string, index int) (Snapshot, error)
 	// SnapshotTimestamps lists the timestamps of every snapshot, index 1 first.
 	SnapshotTimestamps(ctx context.Context, envID string) ([]float64, error)
@@ -128,6 +128,29 @@ type EnvironmentWriter interface {
 	SetRunning(ctx context.Context, orgID, envID string, gone []string, started []Running) error
 	AppendTrailEvents(ctx context.Context, events []TrailEvent, at float64) error
 	InsertAllowlist(ctx context.Context, a AllowlistEntry) error
+
+	// MarkRunningChanged records that the evidence or verdicts of running artifacts changed:
+	// of fps in every environment of orgID where they run (envID ""), or in envID alone, where
+	// nil fps means all its artifacts. An environment's next snapshot takes its marked
+	// artifacts anew and may take the others from its latest snapshot (RunningChanges).
+	MarkRunningChanged(ctx context.Context, orgID, envID string, fps []string) error
+	// MarkFlowRunningChanged is MarkRunningChanged for every artifact the flow reported.
+	MarkFlowRunningChanged(ctx context.Context, orgID, flowID string) error
+	// RunningChanges lists an environment's marks. The snapshot that takes their artifacts
+	// anew clears them by ID (ClearRunningChanges), so a mark committed after it read them
+	// stays for the next one; marking never waits for a snapshot's locks.
+	RunningChanges(ctx context.Context, envID string) ([]RunningChange, error)
+	ClearRunningChanges(ctx context.Context, ids []int64) error
+	// CompactRunningChanges keeps one mark per fingerprint, so that the marks of an
+	// environment that reports the same running set for a long time do not grow with the
+	// evidence its artifacts receive meanwhile.
+	CompactRunningChanges(ctx context.Context, envID string) error
+}
+
+// RunningChange is a mark of MarkRunningChanged.
+type RunningChange struct {
+	ID          int64
+	Fingerprint string
 }
 
 // Approval is a recorded release of an artifact; Number counts from 1 per flow.

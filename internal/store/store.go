@@ -346,6 +346,9 @@ type DirtyTrail struct {
 type Tx interface {
 	Reader
 	RepoWriter
+	// OnCommit runs f after the transaction commits, and never if it does not: for what a
+	// process keeps in memory of what the transaction wrote.
+	OnCommit(f func())
 	// Applied reports whether message id was applied before (redelivery).
 	Applied(ctx context.Context, id string) (bool, error)
 	// MarkApplied records message id as applied. It comes after MarkDirty of trailID in the

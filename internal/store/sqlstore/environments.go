@@ -107,15 +107,16 @@ func scanSnapshot(sc interface{ Scan(...any) error }) (store.Snapshot, error) {
 	return s, err
 }
 
-func (r reads) LatestSnapshotDigest(ctx context.Context, envID string) ([]byte, error) {
+func (r reads) LatestSnapshotDigest(ctx context.Context, envID string) (int, []byte, error) {
 	var d []byte
-	if err := r.row(ctx, `SELECT digest FROM snapshot_digests WHERE env_id = ?`, envID).Scan(&d); err != nil {
-		return nil, notFound(err, "snapshot digest of "+envID)
+	var index int
+	if err := r.row(ctx, `SELECT idx, digest FROM snapshot_digests WHERE env_id = ?`, envID).Scan(&index, &d); err != nil {
+		return 0, nil, notFound(err, "snapshot digest of "+envID)
 	}
 	if len(d) == 0 {
-		return nil, fmt.Errorf("sqlstore: snapshot digest of %s: %w", envID, store.ErrNotFound)
+		return 0, nil, fmt.Errorf("sqlstore: snapshot digest of %s: %w", envID, store.ErrNotFound)
 	}
-	return d, nil
+	return index, d, nil
 }
 
 func (r reads) LatestSnapshot(ctx context.Context, envID string) (store.Snapshot, error) {

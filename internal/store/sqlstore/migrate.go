@@ -60,6 +60,9 @@ func (d dialect) migrations() migrate.Plan {
 			// read depends on, not of anything in the organization.
 			{Version: 12, Name: "scopes of writes in flight", Up: migrate.Statements(scopesInFlightTable,
 				`CREATE INDEX IF NOT EXISTS writes_in_flight_scopes_process ON writes_in_flight_scopes (org_id, process)`)},
+			// Marks of running artifacts whose evidence or verdicts changed since their
+			// environment's latest snapshot: the next snapshot takes the others from the last one.
+			{Version: 13, Name: "running changes", Up: d.runningChanges()},
 		},
 	}
 }

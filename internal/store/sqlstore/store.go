@@ -84,7 +84,8 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	// Rolls back when fn fails or panics (a no-op after Commit); a panic must not leave the
 	// transaction open, which on SQLite would hold the only writer connection for good.
 	defer func() { _ = tx.Rollback() }()
-	if err := fn(&txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}, channel: s.channel}); err != nil {
+	t := &txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}, channel: s.channel}
+	if err := fn(t); err != nil {
 		if isLockTimeout(err) {
 			return fmt.Errorf("%w: %w", store.ErrBusy, err)
 		}
@@ -92,6 +93,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlstore: commit: %w", err)
+	}
+	for _, f := range t.onCommit {
+		f()
 	}
 	s.wstmts.preparePending(ctx)
 	return nil
@@ -293,7 +297,7 @@ func (s *Store) LogicalEnvironments(ctx context.Context, envID string) ([]store.
 	return s.reader().LogicalEnvironments(ctx, envID)
 }
 
-func (s *Store) LatestSnapshotDigest(ctx context.Context, envID string) ([]byte, error) {
+func (s *Store) LatestSnapshotDigest(ctx context.Context, envID string) (int, []byte, error) {
 	return s.reader().LatestSnapshotDigest(ctx, envID)
 }
 func (s *Store) LatestSnapshot(ctx context.Context, envID string) (store.Snapshot, error) {

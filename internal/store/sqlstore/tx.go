@@ -16,8 +16,11 @@ import (
 // txn is one evaluator transaction; its reads see its own writes.
 type txn struct {
 	reads
-	channel string // where Announce notifies; empty on SQLite
+	channel  string // where Announce notifies; empty on SQLite
+	onCommit []func()
 }
+
+func (t *txn) OnCommit(f func()) { t.onCommit = append(t.onCommit, f) }
 
 func (t *txn) exec(ctx context.Context, what, q string, args ...any) (int64, error) {
 	res, err := t.q.ExecContext(ctx, t.d.rebind(q), args...)

@@ -3,6 +3,8 @@ package storetest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/veritrail/veritrail/internal/store"
@@ -17,7 +19,7 @@ func testSnapshots(t *testing.T, e *env) {
 	})
 	_, err := e.s.LatestSnapshot(e.ctx, "env-a")
 	wantErr(t, "LatestSnapshot of none", err, store.ErrNotFound)
-	_, err = e.s.LatestSnapshotDigest(e.ctx, "env-a")
+	_, _, err = e.s.LatestSnapshotDigest(e.ctx, "env-a")
 	wantErr(t, "LatestSnapshotDigest of none", err, store.ErrNotFound)
 
 	yes := true
@@ -26,8 +28,8 @@ func testSnapshots(t *testing.T, e *env) {
 	s2 := store.Snapshot{EnvID: "env-a", Index: 2, Timestamp: t0 + 2, Type: "K8S", Compliant: &yes, Artifacts: json.RawMessage(`[]`),
 		Digest: []byte{4, 5, 6}}
 	e.update(t, func(tx store.Tx) error { return tx.InsertSnapshot(e.ctx, s1) })
-	if d, err := e.s.LatestSnapshotDigest(e.ctx, "env-a"); err != nil || !bytes.Equal(d, s1.Digest) {
-		t.Errorf("LatestSnapshotDigest after 1 = %v, %v", d, err)
+	if i, d, err := e.s.LatestSnapshotDigest(e.ctx, "env-a"); err != nil || i != 1 || !bytes.Equal(d, s1.Digest) {
+		t.Errorf("LatestSnapshotDigest after 1 = %d, %v, %v", i, d, err)
 	}
 	e.update(t, func(tx store.Tx) error { return tx.InsertSnapshot(e.ctx, s2) })
 	got, err := e.s.LatestSnapshot(e.ctx, "env-a")
@@ -38,16 +40,118 @@ func testSnapshots(t *testing.T, e *env) {
 	if first, err := e.s.SnapshotByIndex(e.ctx, "env-a", 1); err != nil || first.Compliant != nil || string(first.Artifacts) != `[{"name":"web"}]` {
 		t.Errorf("SnapshotByIndex(1) = %+v, %v", first, err)
 	}
-	if d, err := e.s.LatestSnapshotDigest(e.ctx, "env-a"); err != nil || !bytes.Equal(d, s2.Digest) {
-		t.Errorf("LatestSnapshotDigest after 2 = %v, %v", d, err)
+	if i, d, err := e.s.LatestSnapshotDigest(e.ctx, "env-a"); err != nil || i != 2 || !bytes.Equal(d, s2.Digest) {
+		t.Errorf("LatestSnapshotDigest after 2 = %d, %v, %v", i, d, err)
 	}
 	// A snapshot stored without a digest leaves none: the old one no longer describes the latest.
 	e.update(t, func(tx store.Tx) error {
 		return tx.InsertSnapshot(e.ctx, store.Snapshot{EnvID: "env-a", Index: 3, Timestamp: t0 + 3, Type: "K8S", Artifacts: json.RawMessage(`[]`)})
 	})
-	_, err = e.s.LatestSnapshotDigest(e.ctx, "env-a")
+	_, _, err = e.s.LatestSnapshotDigest(e.ctx, "env-a")
 	wantErr(t, "LatestSnapshotDigest after a snapshot without one", err, store.ErrNotFound)
 	if ts, err := e.s.SnapshotTimestamps(e.ctx, "env-a"); err != nil || len(ts) != 3 || ts[0] != t0+1 {
 		t.Errorf("SnapshotTimestamps = %v, %v", ts, err)
+	}
+}
+
+// testRunningChanges: marks of running artifacts whose evidence changed, by fingerprint, by
+// environment and by flow; cleared by ID, so a mark made after a list was read stays.
+func testRunningChanges(t *testing.T, e *env) {
+	e.org(t, "org-a", "acme")
+	e.org(t, "org-b", "other")
+	f := e.flow(t, "org-a", "f-1", "web")
+	tr := e.trail(t, f, "tr-1", "one", t0)
+	e.update(t, func(tx store.Tx) error {
+		for _, en := range []store.Environment{
+			{ID: "env-a", OrgID: "org-a", Name: "prod", Type: "K8S", Tags: map[string]string{}, CreatedAt: t0},
+			{ID: "env-b", OrgID: "org-a", Name: "stage", Type: "K8S", Tags: map[string]string{}, CreatedAt: t0},
+			{ID: "env-c", OrgID: "org-b", Name: "prod", Type: "K8S", Tags: map[string]string{}, CreatedAt: t0},
+		} {
+			if _, err := tx.UpsertEnvironment(e.ctx, en); err != nil {
+				return err
+			}
+		}
+		run := func(env, org string, fps ...string) error {
+			rs := make([]store.Running, len(fps))
+			for i, x := range fps {
+				rs[i] = store.Running{EnvID: env, Fingerprint: x, Name: "app-" + x[:2], Since: t0}
+			}
+			return tx.SetRunning(e.ctx, org, env, nil, rs)
+		}
+		if err := run("env-a", "org-a", fp("a1"), fp("a2"), fp("a3")); err != nil {
+			return err
+		}
+		if err := run("env-b", "org-a", fp("a1")); err != nil {
+			return err
+		}
+		if err := run("env-c", "org-b", fp("a1")); err != nil {
+			return err
+		}
+		return tx.InsertArtifact(e.ctx, store.Artifact{ID: "art-1", OrgID: "org-a", FlowID: f.ID, TrailID: tr.ID,
+			Fingerprint: fp("a3"), Report: json.RawMessage(`{}`), CreatedAt: t0})
+	})
+	marks := func(env string) (fps []string, ids []int64) {
+		t.Helper()
+		e.update(t, func(tx store.Tx) error {
+			got, err := tx.RunningChanges(e.ctx, env)
+			for _, c := range got {
+				fps, ids = append(fps, c.Fingerprint), append(ids, c.ID)
+			}
+			return err
+		})
+		slices.Sort(fps)
+		return fps, ids
+	}
+	want := func(env string, fps ...string) []int64 {
+		t.Helper()
+		got, ids := marks(env)
+		if !slices.Equal(got, fps) {
+			t.Errorf("RunningChanges(%s) = %v, want %v", env, got, fps)
+		}
+		return ids
+	}
+	// By fingerprint, in every environment of the organization where it runs; not running: no mark.
+	e.update(t, func(tx store.Tx) error {
+		return tx.MarkRunningChanged(e.ctx, "org-a", "", []string{fp("a1"), fp("zz")})
+	})
+	want("env-a", fp("a1"))
+	want("env-b", fp("a1"))
+	want("env-c")
+	// In one environment; nil marks all of its artifacts.
+	e.update(t, func(tx store.Tx) error { return tx.MarkRunningChanged(e.ctx, "org-a", "env-b", []string{fp("a1")}) })
+	want("env-b", fp("a1"), fp("a1"))
+	e.update(t, func(tx store.Tx) error { return tx.MarkRunningChanged(e.ctx, "org-a", "env-a", nil) })
+	want("env-a", fp("a1"), fp("a1"), fp("a2"), fp("a3"))
+	// Compacting keeps one mark per fingerprint.
+	e.update(t, func(tx store.Tx) error { return tx.CompactRunningChanges(e.ctx, "env-a") })
+	ids := want("env-a", fp("a1"), fp("a2"), fp("a3"))
+	// By flow: the artifacts it reported, where they run.
+	e.update(t, func(tx store.Tx) error { return tx.MarkFlowRunningChanged(e.ctx, "org-a", f.ID) })
+	want("env-a", fp("a1"), fp("a2"), fp("a3"), fp("a3"))
+	// Clearing by ID leaves the mark made after the list was read.
+	e.update(t, func(tx store.Tx) error { return tx.ClearRunningChanges(e.ctx, ids) })
+	want("env-a", fp("a3"))
+	want("env-c")
+}
+
+// testOnCommit: functions registered in a transaction run after it commits, never when it does not.
+func testOnCommit(t *testing.T, e *env) {
+	ran := 0
+	e.update(t, func(tx store.Tx) error {
+		tx.OnCommit(func() { ran++ })
+		if ran != 0 {
+			t.Error("OnCommit ran before the commit")
+		}
+		return nil
+	})
+	if ran != 1 {
+		t.Errorf("after a commit OnCommit ran %d times, want 1", ran)
+	}
+	err := e.s.Update(e.ctx, func(tx store.Tx) error {
+		tx.OnCommit(func() { ran++ })
+		return errBoom
+	})
+	if !errors.Is(err, errBoom) || ran != 1 {
+		t.Errorf("after a rollback (%v) OnCommit ran %d times in all, want 1", err, ran)
 	}
 }

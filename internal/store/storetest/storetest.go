@@ -58,6 +58,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AttestationFactsByTrails", testAttestationFactsByTrails},
 		{"TouchOrdersTrailAttestations", testTouchOrdersTrailAttestations},
 		{"Snapshots", testSnapshots},
+		{"RunningChanges", testRunningChanges},
+		{"OnCommit", testOnCommit},
 		{"Applied", testApplied},
 		{"Dirty", testDirty},
 		{"LockTrails", testLockTrails},

@@ -1,0 +1,80 @@
+package evaluate
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/veritrail/veritrail/internal/snapshot"
+)
+
+// latestSnapshots keeps in memory, per environment, the latest snapshot this evaluator wrote:
+// its running set and its artifacts, each with its JSON. The next snapshot of the environment
+// starts from it instead of decoding the stored document, and keeps the artifacts whose
+// evidence did not change since (store.RunningChanges) as they were. The store stays the
+// truth: an entry is used only while the environment's latest stored snapshot has its index
+// and digest (another evaluator may have written a newer one), and it is put only once the
+// transaction that wrote the snapshot commits.
+type latestSnapshots struct {
+	mu     sync.Mutex
+	byEnv  *simplelru.LRU[string, *latestSnapshot]
+	held   int // artifacts held, at most budget
+	budget int
+}
+
+// latestSnapshot is one environment's latest snapshot as written. Its slices are never
+// modified once it is put: a snapshot built from it copies what it changes.
+type latestSnapshot struct {
+	index   int
+	digest  []byte
+	running []snapshot.Running // the running set, as runningSet would read it back
+	arts    []SnapshotArtifact // in running's order
+	docs    [][]byte           // arts[i] as JSON
+}
+
+// latestArtifactBudget bounds the artifacts kept, over all environments (a 1,000-artifact
+// snapshot takes about 1.5 MB). An environment larger than the budget is not kept.
+const latestArtifactBudget = 32 << 10
+
+func newLatestSnapshots(budget int) *latestSnapshots {
+	l := &latestSnapshots{budget: budget}
+	// The LRU only orders the environments; held and budget bound what they hold. Its own
+	// bound is the most environments the budget could hold.
+	l.byEnv, _ = simplelru.NewLRU(max(budget, 1), func(_ string, s *latestSnapshot) { l.held -= len(s.arts) })
+	return l
+}
+
+// get answers env's latest snapshot if it is the one at index with digest.
+func (l *latestSnapshots) get(envID string, index int, digest []byte) (*latestSnapshot, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.byEnv.Get(envID)
+	if !ok || s.index != index || !bytes.Equal(s.digest, digest) {
+		return nil, false
+	}
+	return s, true
+}
+
+// put keeps s as env's latest snapshot, evicting the least recently used environments past
+// the budget.
+func (l *latestSnapshots) put(envID string, s *latestSnapshot) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byEnv.Remove(envID)
+	if len(s.arts) > l.budget {
+		return
+	}
+	l.byEnv.Add(envID, s)
+	l.held += len(s.arts)
+	for l.held > l.budget {
+		l.byEnv.RemoveOldest()
+	}
+}
+
+// forget drops env's entry: a transaction changed its latest snapshot without writing a new one.
+func (l *latestSnapshots) forget(envID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byEnv.Remove(envID)
+}
