@@ -92,18 +92,22 @@ func (r reads) LogicalEnvironments(ctx context.Context, envID string) ([]store.E
 		(SELECT logical_id FROM env_members WHERE physical_id = ?) ORDER BY name`, envID)
 }
 
-const snapshotCols = `env_id, idx, timestamp, type, compliant, artifacts`
+const snapshotCols = `env_id, idx, timestamp, type, compliant, artifacts, artifacts_s2`
 
 func scanSnapshot(sc interface{ Scan(...any) error }) (store.Snapshot, error) {
 	var s store.Snapshot
 	var compliant *int64
 	var arts string
-	err := sc.Scan(&s.EnvID, &s.Index, &s.Timestamp, &s.Type, &compliant, &arts)
+	var compressed []byte
+	if err := sc.Scan(&s.EnvID, &s.Index, &s.Timestamp, &s.Type, &compliant, &arts, &compressed); err != nil {
+		return s, err
+	}
 	if compliant != nil {
 		b := *compliant != 0
 		s.Compliant = &b
 	}
-	s.Artifacts = json.RawMessage(arts)
+	var err error
+	s.Artifacts, err = decodeSnapshotDoc(arts, compressed)
 	return s, err
 }
 
@@ -454,8 +458,9 @@ func (t *txn) InsertSnapshot(ctx context.Context, s store.Snapshot) error {
 	if s.Compliant != nil {
 		compliant = b2i(*s.Compliant)
 	}
-	_, err := t.exec(ctx, "insert snapshot", `INSERT INTO snapshots (env_id, idx, timestamp, type, compliant, artifacts)
-		VALUES (?, ?, ?, ?, ?, ?)`, s.EnvID, s.Index, s.Timestamp, s.Type, compliant, string(s.Artifacts))
+	text, compressed := encodeSnapshotDoc(s.Artifacts)
+	_, err := t.exec(ctx, "insert snapshot", `INSERT INTO snapshots (env_id, idx, timestamp, type, compliant, artifacts, artifacts_s2)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, s.EnvID, s.Index, s.Timestamp, s.Type, compliant, text, compressed)
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,8 @@ func (d dialect) migrations() migrate.Plan {
 			// Marks of running artifacts whose evidence or verdicts changed since their
 			// environment's latest snapshot: the next snapshot takes the others from the last one.
 			{Version: 13, Name: "running changes", Up: d.runningChanges()},
+			// Large snapshot documents compressed (snapshotdocs.go).
+			{Version: 14, Name: "compressed snapshot documents", Up: d.snapshotDocs()},
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -51,6 +52,27 @@ func testSnapshots(t *testing.T, e *env) {
 	wantErr(t, "LatestSnapshotDigest after a snapshot without one", err, store.ErrNotFound)
 	if ts, err := e.s.SnapshotTimestamps(e.ctx, "env-a"); err != nil || len(ts) != 3 || ts[0] != t0+1 {
 		t.Errorf("SnapshotTimestamps = %v, %v", ts, err)
+	}
+	// A large document (kept compressed) reads back as written.
+	var large bytes.Buffer
+	large.WriteString("[")
+	for i := range 500 {
+		if i > 0 {
+			large.WriteString(",")
+		}
+		fmt.Fprintf(&large, `{"name":"app-%d","fingerprint":%q,"flows":[{"flow_name":"web","state":"COMPLIANT"}]}`, i, fp(fmt.Sprint(i)))
+	}
+	large.WriteString("]")
+	e.update(t, func(tx store.Tx) error {
+		return tx.InsertSnapshot(e.ctx, store.Snapshot{EnvID: "env-a", Index: 4, Timestamp: t0 + 4, Type: "K8S", Artifacts: large.Bytes(), Digest: []byte{7}})
+	})
+	for _, read := range []func() (store.Snapshot, error){
+		func() (store.Snapshot, error) { return e.s.LatestSnapshot(e.ctx, "env-a") },
+		func() (store.Snapshot, error) { return e.s.SnapshotByIndex(e.ctx, "env-a", 4) },
+	} {
+		if got, err := read(); err != nil || got.Index != 4 || !bytes.Equal(got.Artifacts, large.Bytes()) {
+			t.Errorf("a %d-byte snapshot read back as %d bytes, %v", large.Len(), len(got.Artifacts), err)
+		}
 	}
 }
 
