@@ -354,9 +354,9 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 		return false, err
 	}
 	evs := snapshot.Events(annotated, exited)
-	for _, ev := range evs { // the events of carried artifacts show their provenance as it was
-		if _, ok := prov[ev.Fingerprint]; !ok && last != nil {
-			if j, ok := from.byKey[snapshotKey{ev.Name, ev.Fingerprint}]; ok && !from.fresh[ev.Fingerprint] {
+	for _, ev := range evs { // the events of artifacts whose provenance did not change show it as it was
+		if _, ok := prov[ev.Fingerprint]; !ok {
+			if j, ok := from.events[snapshotKey{ev.Name, ev.Fingerprint}]; ok {
 				prov[ev.Fingerprint] = last.arts[j].Flows
 			}
 		}
@@ -416,48 +416,50 @@ type snapshotKey struct{ name, fingerprint string }
 
 // carried says which artifacts of a new snapshot come from the last one: per artifact of the
 // new set and of the exited, the index of its entry in the last snapshot's arts, or -1 for one
-// taken anew.
+// taken anew; and, for the artifacts of the snapshot's events, the index of their entry in the
+// last snapshot when their provenance is unchanged since.
 type carried struct {
 	annotated, exited []int
-	byKey             map[snapshotKey]int // the last snapshot's entries
-	fresh             map[string]bool     // fingerprints marked since the last snapshot
+	events            map[snapshotKey]int
 }
 
 // carryFrom decides what a new snapshot takes from last (nil: nothing). An artifact is carried
 // when it ran in last, nothing marked its fingerprint since, its allowlisting is the same, and
-// it has a verdict exactly when the environment has policies.
+// it has a verdict exactly when the environment has policies. annotated, exited and last's
+// artifacts are all in running-set order, so one merge finds each one's entry in last.
 func carryFrom(last *latestSnapshot, marks []store.RunningChange, annotated, exited []snapshot.Running, allowed map[string]bool, policies bool) carried {
-	c := carried{annotated: make([]int, len(annotated)), exited: make([]int, len(exited))}
-	for i := range c.annotated {
-		c.annotated[i] = -1
-	}
-	for i := range c.exited {
-		c.exited[i] = -1
-	}
-	if last == nil {
-		return c
-	}
-	c.byKey = make(map[snapshotKey]int, len(last.arts))
-	for j, a := range last.arts {
-		c.byKey[snapshotKey{a.Name, a.Fingerprint}] = j
-	}
-	c.fresh = make(map[string]bool, len(marks))
-	for _, m := range marks {
-		c.fresh[m.Fingerprint] = true
-	}
-	take := func(r snapshot.Running) int {
-		j, ok := c.byKey[snapshotKey{r.Name, r.Fingerprint}]
-		if !ok || c.fresh[r.Fingerprint] || last.arts[j].Allowlisted != allowed[r.Fingerprint] || (last.arts[j].PolicyVerdict != nil) != policies {
-			return -1
+	c := carried{annotated: make([]int, len(annotated)), exited: make([]int, len(exited)), events: map[snapshotKey]int{}}
+	var fresh map[string]bool
+	if last != nil {
+		fresh = make(map[string]bool, len(marks))
+		for _, m := range marks {
+			fresh[m.Fingerprint] = true
 		}
-		return j
 	}
-	for i, a := range annotated {
-		c.annotated[i] = take(a)
+	find := func(in []snapshot.Running, at []int) {
+		j := 0
+		for i, r := range in {
+			at[i] = -1
+			if last == nil {
+				continue
+			}
+			for j < len(last.arts) && snapshot.CompareKey(last.arts[j].Name, last.arts[j].Fingerprint, r.Name, r.Fingerprint) < 0 {
+				j++
+			}
+			if j == len(last.arts) || last.arts[j].Name != r.Name || last.arts[j].Fingerprint != r.Fingerprint || fresh[r.Fingerprint] {
+				continue
+			}
+			at[i] = j
+			if r.Annotation.Type != snapshot.Unchanged {
+				c.events[snapshotKey{r.Name, r.Fingerprint}] = j
+			}
+		}
 	}
-	for i, a := range exited {
-		if j, ok := c.byKey[snapshotKey{a.Name, a.Fingerprint}]; ok && !c.fresh[a.Fingerprint] {
-			c.exited[i] = j
+	find(annotated, c.annotated)
+	find(exited, c.exited)
+	for i, j := range c.annotated {
+		if j >= 0 && (last.arts[j].Allowlisted != allowed[annotated[i].Fingerprint] || (last.arts[j].PolicyVerdict != nil) != policies) {
+			c.annotated[i] = -1
 		}
 	}
 	return c
@@ -553,9 +555,14 @@ func artifactCompliance(prov []Provenance, allowed bool) *bool {
 // started or stopped running.
 func environmentEvents(env *store.Environment, index int, at float64, evs []snapshot.Event, prov map[string][]Provenance,
 	arts []SnapshotArtifact, snapshotCompliant *bool) ([]store.EnvEvent, []store.TrailEvent, error) {
-	compliance := map[string]*bool{}
+	compliance := make(map[string]*bool, len(evs))
+	for _, ev := range evs {
+		compliance[ev.Fingerprint] = nil
+	}
 	for _, a := range arts {
-		compliance[a.Fingerprint] = a.compliance()
+		if _, ok := compliance[a.Fingerprint]; ok {
+			compliance[a.Fingerprint] = a.compliance()
+		}
 	}
 	var out []store.EnvEvent
 	var trailEvents []store.TrailEvent
@@ -605,10 +612,15 @@ func environmentEvents(env *store.Environment, index int, at float64, evs []snap
 
 // runningChanges lists the fingerprints that no longer run and those that started.
 func runningChanges(annotated, exited []snapshot.Running, at float64) ([]string, []store.Running) {
-	still := map[string]bool{}
+	still := make(map[string]bool, len(exited)) // of the exited fingerprints, those running under another name
+	for _, x := range exited {
+		still[x.Fingerprint] = false
+	}
 	var started []store.Running
 	for _, a := range annotated {
-		still[a.Fingerprint] = true
+		if _, ok := still[a.Fingerprint]; ok {
+			still[a.Fingerprint] = true
+		}
 		if a.Annotation.Type == "started" {
 			started = append(started, store.Running{Fingerprint: a.Fingerprint, Name: a.Name, Since: at})
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
@@ -71,6 +72,20 @@ func TestSnapshotCarryMatchesFullRecompute(t *testing.T) {
 		}
 		if show(w.Compliant) != show(c.Compliant) {
 			t.Errorf("%s: the carried snapshot's compliant is %s, taken anew %s", what, show(w.Compliant), show(c.Compliant))
+		}
+		events := func(f *envFixture) string {
+			evs, _, err := f.st.EnvEvents(context.Background(), "env-1", store.EventFilter{FromIndex: round, ToIndex: round, Page: store.Page{Page: 1, PerPage: 100}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := ""
+			for _, ev := range evs {
+				out += fmt.Sprintf("%s %s %s %v %s\n", ev.Type, ev.ArtifactName, ev.Fingerprint, ev.RepoNames, ev.Doc)
+			}
+			return out
+		}
+		if we, ce := events(warm), events(cold); we != ce || we == "" {
+			t.Errorf("%s: the carried snapshot's events differ from those taken anew:\n%s\n%s", what, we, ce)
 		}
 		if _, ok := warm.ev.policies.latest.get("env-1", w.Index, w.Digest); !ok && w.Digest != nil {
 			t.Errorf("%s: the evaluator does not hold the snapshot it wrote", what)

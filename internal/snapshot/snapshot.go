@@ -250,6 +250,9 @@ func normalize(s []Running) []Running {
 	return s
 }
 
+// CompareKey orders artifacts as running sets are ordered: by name, then fingerprint.
+func CompareKey(aName, aFP, bName, bFP string) int { return compareKey(aName, aFP, bName, bFP) }
+
 func compareKey(aName, aFP, bName, bFP string) int {
 	if c := strings.Compare(aName, bName); c != 0 {
 		return c
