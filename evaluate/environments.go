@@ -257,6 +257,12 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err := tx.LockEnvironment(ctx, env.ID); err != nil {
 		return false, err
 	}
+	// Read again under the lock: another evaluator (the distributed mode, while partitions move)
+	// may have written a snapshot since, which this one must follow.
+	lastIndex, lastDigest, err = tx.LatestSnapshotDigest(ctx, env.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
 	// The marks before the evidence: a change committed after this read is marked for the next snapshot.
 	marks, err := tx.RunningChanges(ctx, env.ID)
 	if err != nil {

@@ -165,3 +165,37 @@ func show(b *bool) string {
 	}
 	return fmt.Sprint(*b)
 }
+
+// TestSnapshotAfterAnotherEvaluator: an evaluator whose latest snapshot of an environment is no
+// longer the store's (another evaluator wrote one since, as when partitions move in the
+// distributed mode) diffs against the store's.
+func TestSnapshotAfterAnotherEvaluator(t *testing.T) {
+	f := newEnvFixture(t, 3)
+	other, err := New(Config{}, Deps{Store: f.st, Engine: template.NewEngine(template.EngineOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(fps ...int) func(*contract.Envelope) {
+		return func(e *contract.Envelope) {
+			insts := make([]contract.RunningInstance, len(fps))
+			for i, n := range fps {
+				insts[i] = contract.RunningInstance{Name: fmt.Sprint("app-", n), Fingerprint: fp(n), CreationTimestamp: 1}
+			}
+			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
+		}
+	}
+	f.handle(t, run(0))
+	f.handle(t, run(1))
+	mine := f.ev
+	f.ev = other
+	f.handle(t, run(2))
+	f.ev = mine
+	f.handle(t, run(2, 0))
+	evs, _, err := f.st.EnvEvents(context.Background(), "env-1", store.EventFilter{FromIndex: 4, ToIndex: 4, Page: store.Page{Page: 1, PerPage: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != "started" || evs[0].ArtifactName != "app-0" {
+		t.Errorf("snapshot 4 after another evaluator's snapshot 3: events %+v, want app-0 started alone", evs)
+	}
+}
