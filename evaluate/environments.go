@@ -270,7 +270,7 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	}
 	var last *latestSnapshot
 	if lastDigest != nil {
-		last, _ = pj.latest.get(env.ID, lastIndex, lastDigest)
+		last, _ = pj.latest.get(tx, env.ID, lastIndex, lastDigest)
 	}
 	var prev []snapshot.Running
 	index := 1
@@ -412,8 +412,7 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 			return false, err
 		}
 	}
-	envID, kept := env.ID, &latestSnapshot{index: index, digest: digest, running: annotated, arts: arts, docs: docs}
-	tx.OnCommit(func() { pj.latest.put(envID, kept) })
+	pj.latest.stage(tx, env.ID, &latestSnapshot{index: index, digest: digest, running: annotated, arts: arts, docs: docs})
 	return true, nil
 }
 
@@ -473,8 +472,58 @@ func carryFrom(last *latestSnapshot, marks []store.RunningChange, annotated, exi
 
 // sameRunning reports whether a carried artifact's instances are r's, so that its JSON stands.
 func sameRunning(a SnapshotArtifact, r snapshot.Running) bool {
-	return a.Instances == r.Instances && a.Annotation == r.Annotation && slices.Equal(a.CreationTimestamp, r.CreationTimestamps) &&
-		len(a.Contexts) == len(r.Contexts) && (len(a.Contexts) == 0 || reflect.DeepEqual(a.Contexts, r.Contexts))
+	if a.Instances != r.Instances || a.Annotation != r.Annotation || !slices.Equal(a.CreationTimestamp, r.CreationTimestamps) ||
+		len(a.Contexts) != len(r.Contexts) {
+		return false
+	}
+	for i := range a.Contexts {
+		if !sameJSON(a.Contexts[i], r.Contexts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameJSON compares values as encoding/json decodes them, several times faster than
+// reflect.DeepEqual on a report's instance contexts (which every carried artifact compares).
+func sameJSON(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !sameJSON(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 func sameVerdict(a, b *SnapshotVerdict) bool {

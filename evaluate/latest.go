@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/veritrail/veritrail/internal/snapshot"
+	"github.com/veritrail/veritrail/internal/store"
 )
 
 // latestSnapshots keeps in memory, per environment, the latest snapshot this evaluator wrote:
@@ -14,13 +15,16 @@ import (
 // starts from it instead of decoding the stored document, and keeps the artifacts whose
 // evidence did not change since (store.RunningChanges) as they were. The store stays the
 // truth: an entry is used only while the environment's latest stored snapshot has its index
-// and digest (another evaluator may have written a newer one), and it is put only once the
-// transaction that wrote the snapshot commits.
+// and digest (another evaluator may have written a newer one), and it is seen outside the
+// transaction that wrote the snapshot only once that commits.
 type latestSnapshots struct {
 	mu     sync.Mutex
 	byEnv  *simplelru.LRU[string, *latestSnapshot]
 	held   int // artifacts held, at most budget
 	budget int
+	// staged are the snapshots written by transactions still open, by transaction: a batch
+	// that applies several reports of an environment starts each from the one before it.
+	staged map[store.Tx]map[string]*latestSnapshot
 }
 
 // latestSnapshot is one environment's latest snapshot as written. Its slices are never
@@ -38,29 +42,53 @@ type latestSnapshot struct {
 const latestArtifactBudget = 32 << 10
 
 func newLatestSnapshots(budget int) *latestSnapshots {
-	l := &latestSnapshots{budget: budget}
+	l := &latestSnapshots{budget: budget, staged: map[store.Tx]map[string]*latestSnapshot{}}
 	// The LRU only orders the environments; held and budget bound what they hold. Its own
 	// bound is the most environments the budget could hold.
 	l.byEnv, _ = simplelru.NewLRU(max(budget, 1), func(_ string, s *latestSnapshot) { l.held -= len(s.arts) })
 	return l
 }
 
-// get answers env's latest snapshot if it is the one at index with digest.
-func (l *latestSnapshots) get(envID string, index int, digest []byte) (*latestSnapshot, bool) {
+// get answers env's latest snapshot as tx sees it if it is the one at index with digest.
+func (l *latestSnapshots) get(tx store.Tx, envID string, index int, digest []byte) (*latestSnapshot, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s, ok := l.byEnv.Get(envID)
+	s, ok := l.staged[tx][envID]
+	if !ok {
+		s, ok = l.byEnv.Get(envID)
+	}
 	if !ok || s.index != index || !bytes.Equal(s.digest, digest) {
 		return nil, false
 	}
 	return s, true
 }
 
-// put keeps s as env's latest snapshot, evicting the least recently used environments past
-// the budget.
-func (l *latestSnapshots) put(envID string, s *latestSnapshot) {
+// stage keeps s as env's latest snapshot for the rest of tx, and for everyone once tx commits.
+func (l *latestSnapshots) stage(tx store.Tx, envID string, s *latestSnapshot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.staged[tx] == nil {
+		l.staged[tx] = map[string]*latestSnapshot{}
+		tx.OnCommit(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			for env, s := range l.staged[tx] {
+				l.put(env, s)
+			}
+			delete(l.staged, tx)
+		})
+		tx.OnRollback(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			delete(l.staged, tx)
+		})
+	}
+	l.staged[tx][envID] = s
+}
+
+// put keeps s as env's latest snapshot, evicting the least recently used environments past
+// the budget. The caller holds mu.
+func (l *latestSnapshots) put(envID string, s *latestSnapshot) {
 	l.byEnv.Remove(envID)
 	if len(s.arts) > l.budget {
 		return
@@ -70,11 +98,4 @@ func (l *latestSnapshots) put(envID string, s *latestSnapshot) {
 	for l.held > l.budget {
 		l.byEnv.RemoveOldest()
 	}
-}
-
-// forget drops env's entry: a transaction changed its latest snapshot without writing a new one.
-func (l *latestSnapshots) forget(envID string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.byEnv.Remove(envID)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/template"
@@ -87,7 +89,11 @@ func TestSnapshotCarryMatchesFullRecompute(t *testing.T) {
 		if we, ce := events(warm), events(cold); we != ce || we == "" {
 			t.Errorf("%s: the carried snapshot's events differ from those taken anew:\n%s\n%s", what, we, ce)
 		}
-		if _, ok := warm.ev.policies.latest.get("env-1", w.Index, w.Digest); !ok && w.Digest != nil {
+		index, digest, err := warm.st.LatestSnapshotDigest(context.Background(), "env-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := warm.ev.policies.latest.get(nil, "env-1", index, digest); !ok {
 			t.Errorf("%s: the evaluator does not hold the snapshot it wrote", what)
 		}
 	}
@@ -197,5 +203,104 @@ func TestSnapshotAfterAnotherEvaluator(t *testing.T) {
 	}
 	if len(evs) != 1 || evs[0].Type != "started" || evs[0].ArtifactName != "app-0" {
 		t.Errorf("snapshot 4 after another evaluator's snapshot 3: events %+v, want app-0 started alone", evs)
+	}
+}
+
+// TestSnapshotsOfABatch: reports of one environment applied in one transaction start each from
+// the one before it; a batch whose transaction rolls back leaves nothing of its snapshots in
+// memory, and its messages, applied again one at a time, write what a cold evaluator writes.
+func TestSnapshotsOfABatch(t *testing.T) {
+	warm, cold := newEnvFixture(t, 4), newEnvFixture(t, 4)
+	report := func(fps ...int) func(*contract.Envelope) {
+		return func(e *contract.Envelope) {
+			insts := make([]contract.RunningInstance, len(fps))
+			for i, n := range fps {
+				insts[i] = contract.RunningInstance{Name: fmt.Sprint("app-", n), Fingerprint: fp(n), CreationTimestamp: 1}
+			}
+			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
+		}
+	}
+	fails := func(e *contract.Envelope) { // no such trail: the batch's transaction fails
+		e.Kind, e.Attestation = contract.KindAttestationReported, &contract.AttestationInput{ID: e.ID, FlowID: "flow-1",
+			TrailName: "no-such-trail", Name: "unit", Type: "junit", IsCompliant: true, Data: json.RawMessage(`{}`)}
+	}
+	batch := func(fills ...func(*contract.Envelope)) {
+		t.Helper()
+		msgs := make([]*message.Message, len(fills))
+		for i, fill := range fills {
+			warm.seq++
+			e := &contract.Envelope{ID: fmt.Sprint("m-", warm.seq), OrgID: "org-1", Actor: contract.Actor{Name: "ci"}, At: float64(warm.seq)}
+			fill(e)
+			b, err := contract.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs[i] = message.NewMessage(e.ID, b)
+		}
+		if n, err := warm.ev.HandleBatch(context.Background(), msgs); err != nil || n != len(msgs) {
+			t.Fatalf("HandleBatch = %d, %v", n, err)
+		}
+		for _, fill := range fills { // the same messages, one at a time, each by a cold evaluator
+			ev, err := New(Config{}, Deps{Store: cold.st, Engine: template.NewEngine(template.EngineOptions{})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cold.ev = ev
+			cold.seq++
+			e := &contract.Envelope{ID: fmt.Sprint("m-", cold.seq), OrgID: "org-1", Actor: contract.Actor{Name: "ci"}, At: float64(cold.seq)}
+			fill(e)
+			b, err := contract.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = ev.Handle(message.NewMessage(e.ID, b)) // the failing one is set aside
+		}
+	}
+	batch(report(0, 1), report(1, 2), report(1, 2, 3))
+	batch(report(2, 3), fails, report(0, 3))
+	w, err := warm.st.LatestSnapshot(context.Background(), "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cold.st.LatestSnapshot(context.Background(), "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Index != 5 || w.Index != c.Index || string(w.Artifacts) != string(c.Artifacts) {
+		t.Errorf("after the batches: snapshot %d %s, taken anew %d %s", w.Index, w.Artifacts, c.Index, c.Artifacts)
+	}
+	index, digest, err := warm.st.LatestSnapshotDigest(context.Background(), "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := warm.ev.policies.latest
+	if _, ok := l.get(nil, "env-1", index, digest); !ok || len(l.staged) != 0 {
+		t.Errorf("held: the latest %v, %d transactions still staged", ok, len(l.staged))
+	}
+}
+
+func TestSameJSON(t *testing.T) {
+	ctx := func(pod string, restarts float64) map[string]any {
+		return map[string]any{"pod": pod, "restarts": restarts, "ready": true, "labels": map[string]any{"app": "web"},
+			"ports": []any{80.0, "http"}, "node": nil}
+	}
+	for _, tc := range []struct {
+		a, b any
+		want bool
+	}{
+		{ctx("web-1", 0), ctx("web-1", 0), true},
+		{ctx("web-1", 0), ctx("web-2", 0), false},
+		{ctx("web-1", 0), ctx("web-1", 1), false},
+		{map[string]any{"a": 1.0}, map[string]any{"b": 1.0}, false},
+		{map[string]any{"a": 1.0}, map[string]any{"a": 1.0, "b": 2.0}, false},
+		{[]any{1.0, 2.0}, []any{2.0, 1.0}, false},
+		{"1", 1.0, false},
+		{nil, false, false},
+		{nil, nil, true},
+		{int64(3), int64(3), true}, // not from JSON: compared deeply
+	} {
+		if got := sameJSON(tc.a, tc.b); got != tc.want {
+			t.Errorf("sameJSON(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }

@@ -349,6 +349,8 @@ type Tx interface {
 	// OnCommit runs f after the transaction commits, and never if it does not: for what a
 	// process keeps in memory of what the transaction wrote.
 	OnCommit(f func())
+	// OnRollback runs f once the transaction ended without committing.
+	OnRollback(f func())
 	// Applied reports whether message id was applied before (redelivery).
 	Applied(ctx context.Context, id string) (bool, error)
 	// MarkApplied records message id as applied. It comes after MarkDirty of trailID in the

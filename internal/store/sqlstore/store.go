@@ -81,10 +81,18 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("sqlstore: begin: %w", err)
 	}
-	// Rolls back when fn fails or panics (a no-op after Commit); a panic must not leave the
-	// transaction open, which on SQLite would hold the only writer connection for good.
-	defer func() { _ = tx.Rollback() }()
 	t := &txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}, channel: s.channel}
+	committed := false
+	// Rolls back when fn fails or panics; a panic must not leave the transaction open, which on
+	// SQLite would hold the only writer connection for good.
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+			for _, f := range t.onRollback {
+				f()
+			}
+		}
+	}()
 	if err := fn(t); err != nil {
 		if isLockTimeout(err) {
 			return fmt.Errorf("%w: %w", store.ErrBusy, err)
@@ -94,6 +102,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlstore: commit: %w", err)
 	}
+	committed = true
 	for _, f := range t.onCommit {
 		f()
 	}

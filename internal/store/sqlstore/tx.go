@@ -16,11 +16,13 @@ import (
 // txn is one evaluator transaction; its reads see its own writes.
 type txn struct {
 	reads
-	channel  string // where Announce notifies; empty on SQLite
-	onCommit []func()
+	channel    string // where Announce notifies; empty on SQLite
+	onCommit   []func()
+	onRollback []func()
 }
 
-func (t *txn) OnCommit(f func()) { t.onCommit = append(t.onCommit, f) }
+func (t *txn) OnCommit(f func())   { t.onCommit = append(t.onCommit, f) }
+func (t *txn) OnRollback(f func()) { t.onRollback = append(t.onRollback, f) }
 
 func (t *txn) exec(ctx context.Context, what, q string, args ...any) (int64, error) {
 	res, err := t.q.ExecContext(ctx, t.d.rebind(q), args...)

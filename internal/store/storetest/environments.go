@@ -156,24 +156,39 @@ func testRunningChanges(t *testing.T, e *env) {
 	want("env-c")
 }
 
-// testOnCommit: functions registered in a transaction run after it commits, never when it does not.
+// testOnCommit: functions registered in a transaction run after it commits (OnCommit) or after
+// it ended without committing (OnRollback), never both, and never before it ends.
 func testOnCommit(t *testing.T, e *env) {
-	ran := 0
+	var commits, rollbacks int
+	hooks := func(tx store.Tx) {
+		tx.OnCommit(func() { commits++ })
+		tx.OnRollback(func() { rollbacks++ })
+	}
 	e.update(t, func(tx store.Tx) error {
-		tx.OnCommit(func() { ran++ })
-		if ran != 0 {
-			t.Error("OnCommit ran before the commit")
+		hooks(tx)
+		if commits+rollbacks != 0 {
+			t.Error("a hook ran before the transaction ended")
 		}
 		return nil
 	})
-	if ran != 1 {
-		t.Errorf("after a commit OnCommit ran %d times, want 1", ran)
+	if commits != 1 || rollbacks != 0 {
+		t.Errorf("after a commit: %d commit and %d rollback hooks ran, want 1 and 0", commits, rollbacks)
 	}
 	err := e.s.Update(e.ctx, func(tx store.Tx) error {
-		tx.OnCommit(func() { ran++ })
+		hooks(tx)
 		return errBoom
 	})
-	if !errors.Is(err, errBoom) || ran != 1 {
-		t.Errorf("after a rollback (%v) OnCommit ran %d times in all, want 1", err, ran)
+	if !errors.Is(err, errBoom) || commits != 1 || rollbacks != 1 {
+		t.Errorf("after a rollback (%v): %d commit and %d rollback hooks ran in all, want 1 and 1", err, commits, rollbacks)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_ = e.s.Update(e.ctx, func(tx store.Tx) error {
+			hooks(tx)
+			panic("boom")
+		})
+	}()
+	if commits != 1 || rollbacks != 2 {
+		t.Errorf("after a panic: %d commit and %d rollback hooks ran in all, want 1 and 2", commits, rollbacks)
 	}
 }
