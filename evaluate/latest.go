@@ -37,9 +37,11 @@ type latestSnapshot struct {
 	docs    [][]byte           // arts[i] as JSON
 }
 
-// latestArtifactBudget bounds the artifacts kept, over all environments (a 1,000-artifact
-// snapshot takes about 1.5 MB). An environment larger than the budget is not kept.
-const latestArtifactBudget = 32 << 10
+// latestArtifactBudget bounds the artifacts kept, over all environments: an artifact takes
+// about 0.7 KB (its JSON, provenance and instances; measured with a small provenance) to 2.5 KB
+// (a long one, with instance contexts), so the budget holds at most about 40 MB. An environment
+// larger than the budget is not kept.
+const latestArtifactBudget = 16 << 10
 
 func newLatestSnapshots(budget int) *latestSnapshots {
 	l := &latestSnapshots{budget: budget, staged: map[store.Tx]map[string]*latestSnapshot{}}
