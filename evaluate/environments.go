@@ -243,7 +243,7 @@ func runningSet(s store.Snapshot) ([]snapshot.Running, error) {
 func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope, env *store.Environment, next []snapshot.Running, typ string) (bool, error) {
 	// Most reports repeat the last one: recognise them by digest, without decoding the last snapshot.
 	digest := snapshot.Digest(next)
-	lastIndex, lastDigest, err := tx.LatestSnapshotDigest(ctx, env.ID)
+	_, lastDigest, err := tx.LatestSnapshotDigest(ctx, env.ID)
 	switch {
 	case err == nil && bytes.Equal(lastDigest, digest):
 		if err := tx.CompactRunningChanges(ctx, env.ID); err != nil {
@@ -257,36 +257,14 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err := tx.LockEnvironment(ctx, env.ID); err != nil {
 		return false, err
 	}
-	// Read again under the lock: another evaluator (the distributed mode, while partitions move)
-	// may have written a snapshot since, which this one must follow.
-	lastIndex, lastDigest, err = tx.LatestSnapshotDigest(ctx, env.ID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	last, prev, index, err := previousSnapshot(ctx, tx, pj, env.ID)
+	if err != nil {
 		return false, err
 	}
 	// The marks before the evidence: a change committed after this read is marked for the next snapshot.
 	marks, err := tx.RunningChanges(ctx, env.ID)
 	if err != nil {
 		return false, err
-	}
-	var last *latestSnapshot
-	if lastDigest != nil {
-		last, _ = pj.latest.get(tx, env.ID, lastIndex, lastDigest)
-	}
-	var prev []snapshot.Running
-	index := 1
-	if last != nil {
-		prev, index = last.running, last.index+1
-	} else {
-		latest, err := tx.LatestSnapshot(ctx, env.ID)
-		switch {
-		case err == nil:
-			if prev, err = runningSet(latest); err != nil {
-				return false, err
-			}
-			index = latest.Index + 1
-		case !errors.Is(err, store.ErrNotFound):
-			return false, err
-		}
 	}
 	annotated, exited, changed := snapshot.Diff(prev, next, env.IncludeScaling)
 	if !changed && index > 1 { // the first report is snapshot 1 even when nothing runs
@@ -330,30 +308,9 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err != nil {
 		return false, err
 	}
-	arts := make([]SnapshotArtifact, len(annotated))
-	docs := make([][]byte, len(annotated))
-	for i, a := range annotated {
-		var verdict *SnapshotVerdict
-		if verdicts != nil {
-			verdict = &SnapshotVerdict{InputHash: verdicts[i].InputHash, Compliant: verdicts[i].Compliant}
-		}
-		if j := from.annotated[i]; j >= 0 {
-			arts[i] = last.arts[j]
-			if sameRunning(arts[i], a) && sameVerdict(arts[i].PolicyVerdict, verdict) {
-				docs[i] = last.docs[j]
-				continue
-			}
-			arts[i].Instances, arts[i].CreationTimestamp, arts[i].Annotation, arts[i].Contexts = a.Instances, a.CreationTimestamps, a.Annotation, a.Contexts
-			if arts[i].CreationTimestamp == nil {
-				arts[i].CreationTimestamp = []float64{}
-			}
-		} else {
-			arts[i] = snapshotArtifact(a, prov[a.Fingerprint], isAllowed[a.Fingerprint])
-		}
-		arts[i].PolicyVerdict = verdict
-		if docs[i], err = json.Marshal(arts[i]); err != nil {
-			return false, fmt.Errorf("encode snapshot: %w", err)
-		}
+	arts, docs, err := snapshotArtifacts(annotated, last, from, prov, isAllowed, verdicts)
+	if err != nil {
+		return false, err
 	}
 	if err := tx.InsertSnapshot(ctx, store.Snapshot{EnvID: env.ID, Index: index, Timestamp: e.At, Type: typ, Compliant: compliant,
 		Artifacts: joinArray(docs), Digest: digest}); err != nil {
@@ -384,24 +341,8 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err := tx.SetRunning(ctx, e.OrgID, env.ID, gone, started); err != nil {
 		return false, err
 	}
-	ids := make([]int64, len(marks))
-	for i, m := range marks {
-		ids[i] = m.ID
-	}
-	if err := tx.ClearRunningChanges(ctx, ids); err != nil {
+	if err := settleMarks(ctx, tx, env, marks, verdicts); err != nil {
 		return false, err
-	}
-	// A verdict that failed is judged again by the next snapshot: it is not to be carried.
-	var failed []string
-	for _, v := range verdicts {
-		if v.Failed {
-			failed = append(failed, v.Fingerprint)
-		}
-	}
-	if len(failed) > 0 {
-		if err := tx.MarkRunningChanged(ctx, env.OrgID, env.ID, failed); err != nil {
-			return false, err
-		}
 	}
 	env.LastChangedAt = e.At
 	if err := tx.UpdateEnvironment(ctx, *env); err != nil {
@@ -414,6 +355,88 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	}
 	pj.latest.stage(tx, env.ID, &latestSnapshot{index: index, digest: digest, running: annotated, arts: arts, docs: docs})
 	return true, nil
+}
+
+// previousSnapshot answers the running set of env's latest snapshot and the index of the next
+// one, and that latest snapshot as this evaluator holds it (nil when it does not: then the set
+// is decoded from the store). The caller holds the environment's lock: the index is read again
+// under it, since another evaluator (the distributed mode, while partitions move) may have
+// written a snapshot after the caller's first look.
+func previousSnapshot(ctx context.Context, tx store.Tx, pj *policyJudge, envID string) (*latestSnapshot, []snapshot.Running, int, error) {
+	index, digest, err := tx.LatestSnapshotDigest(ctx, envID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, 0, err
+	}
+	if digest != nil {
+		if last, ok := pj.latest.get(tx, envID, index, digest); ok {
+			return last, last.running, last.index + 1, nil
+		}
+	}
+	latest, err := tx.LatestSnapshot(ctx, envID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil, 1, nil
+	case err != nil:
+		return nil, nil, 0, err
+	}
+	prev, err := runningSet(latest)
+	return nil, prev, latest.Index + 1, err
+}
+
+// snapshotArtifacts makes the new snapshot's artifacts and their JSON: the carried ones from
+// last (with its JSON when neither their instances nor their verdict changed), the others from
+// prov. verdicts is nil without policies.
+func snapshotArtifacts(annotated []snapshot.Running, last *latestSnapshot, from carried, prov map[string][]Provenance,
+	allowed map[string]bool, verdicts []store.Verdict) ([]SnapshotArtifact, [][]byte, error) {
+	arts := make([]SnapshotArtifact, len(annotated))
+	docs := make([][]byte, len(annotated))
+	for i, a := range annotated {
+		var verdict *SnapshotVerdict
+		if verdicts != nil {
+			verdict = &SnapshotVerdict{InputHash: verdicts[i].InputHash, Compliant: verdicts[i].Compliant}
+		}
+		if j := from.annotated[i]; j >= 0 {
+			arts[i] = last.arts[j]
+			if sameRunning(arts[i], a) && sameVerdict(arts[i].PolicyVerdict, verdict) {
+				docs[i] = last.docs[j]
+				continue
+			}
+			arts[i].Instances, arts[i].CreationTimestamp, arts[i].Annotation, arts[i].Contexts = a.Instances, a.CreationTimestamps, a.Annotation, a.Contexts
+			if arts[i].CreationTimestamp == nil {
+				arts[i].CreationTimestamp = []float64{}
+			}
+		} else {
+			arts[i] = snapshotArtifact(a, prov[a.Fingerprint], allowed[a.Fingerprint])
+		}
+		arts[i].PolicyVerdict = verdict
+		var err error
+		if docs[i], err = json.Marshal(arts[i]); err != nil {
+			return nil, nil, fmt.Errorf("encode snapshot: %w", err)
+		}
+	}
+	return arts, docs, nil
+}
+
+// settleMarks clears the marks a new snapshot read (the artifacts they name were taken anew),
+// and marks the artifacts whose verdict failed, so that the next snapshot judges them again.
+func settleMarks(ctx context.Context, tx store.Tx, env *store.Environment, marks []store.RunningChange, verdicts []store.Verdict) error {
+	ids := make([]int64, len(marks))
+	for i, m := range marks {
+		ids[i] = m.ID
+	}
+	if err := tx.ClearRunningChanges(ctx, ids); err != nil {
+		return err
+	}
+	var failed []string
+	for _, v := range verdicts {
+		if v.Failed {
+			failed = append(failed, v.Fingerprint)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return tx.MarkRunningChanged(ctx, env.OrgID, env.ID, failed)
 }
 
 // snapshotKey is an artifact's identity in a snapshot.
