@@ -458,7 +458,7 @@ func (t *txn) InsertSnapshot(ctx context.Context, s store.Snapshot) error {
 	if s.Compliant != nil {
 		compliant = b2i(*s.Compliant)
 	}
-	text, compressed := encodeSnapshotDoc(s.Artifacts)
+	text, compressed := t.d.encodeSnapshotDoc(s.Artifacts)
 	_, err := t.exec(ctx, "insert snapshot", `INSERT INTO snapshots (env_id, idx, timestamp, type, compliant, artifacts, artifacts_s2)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, s.EnvID, s.Index, s.Timestamp, s.Type, compliant, text, compressed)
 	if err != nil {

@@ -12,25 +12,25 @@ import (
 
 // A snapshot's artifacts document is most of what the store holds of environments: about
 // 860 bytes an artifact, so 860 KB for a 1,000-artifact snapshot, much of it repeated between
-// artifacts (flow names, trail names, commit URLs). Documents over compressFrom bytes are kept
-// S2-compressed in artifacts_s2 (about a twelfth of the size, written in under a millisecond and
-// read in about half of one), with artifacts left empty; smaller ones stay readable text in
-// artifacts. Snapshots written before migration 14 keep their text.
+// artifacts (flow names, trail names, commit URLs). On SQLite, documents over compressFrom
+// bytes are kept S2-compressed in artifacts_s2 (about a twelfth of the size, written in under a
+// millisecond and read in about half of one), with artifacts left empty; smaller ones stay
+// readable text in artifacts. Snapshots written before migration 14 keep their text.
+//
+// PostgreSQL keeps writing text: its TOAST already compresses large values, and a distributed
+// installation in the middle of an upgrade runs processes of the previous build, which read
+// only artifacts. Both stores read both columns, so a later build can compress there too once
+// no process of a build before this one can be running.
 const compressFrom = 4 << 10
 
-// snapshotDocs is migration 14. PostgreSQL keeps the column out of line without its own
-// compression, which would only spend CPU on compressed bytes.
+// snapshotDocs is migration 14.
 func (d dialect) snapshotDocs() func(context.Context, migrate.Execer) error {
-	stmts := []string{`ALTER TABLE snapshots ADD COLUMN artifacts_s2 ` + d.blob}
-	if d.name == postgresDialect.name {
-		stmts = append(stmts, `ALTER TABLE snapshots ALTER COLUMN artifacts_s2 SET STORAGE EXTERNAL`)
-	}
-	return migrate.Statements(stmts...)
+	return migrate.Statements(`ALTER TABLE snapshots ADD COLUMN artifacts_s2 ` + d.blob)
 }
 
 // encodeSnapshotDoc answers the two columns a document is stored in.
-func encodeSnapshotDoc(doc json.RawMessage) (text string, compressed []byte) {
-	if len(doc) <= compressFrom {
+func (d dialect) encodeSnapshotDoc(doc json.RawMessage) (text string, compressed []byte) {
+	if len(doc) <= compressFrom || d.name == postgresDialect.name {
 		return string(doc), nil
 	}
 	return "", s2.Encode(nil, doc)
