@@ -353,7 +353,11 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 			return false, err
 		}
 	}
-	pj.latest.stage(tx, env.ID, &latestSnapshot{index: index, digest: digest, running: annotated, arts: arts, docs: docs})
+	taken := pj.latest.now()
+	if last != nil {
+		taken = last.taken // what it carried over was read then
+	}
+	pj.latest.stage(tx, env.ID, &latestSnapshot{taken: taken, index: index, digest: digest, running: annotated, arts: arts, docs: docs})
 	return true, nil
 }
 

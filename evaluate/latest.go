@@ -3,6 +3,7 @@ package evaluate
 import (
 	"bytes"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
@@ -22,6 +23,7 @@ type latestSnapshots struct {
 	byEnv  *simplelru.LRU[string, *latestSnapshot]
 	held   int // artifacts held, at most budget
 	budget int
+	now    func() time.Time
 	// staged are the snapshots written by transactions still open, by transaction: a batch
 	// that applies several reports of an environment starts each from the one before it.
 	staged map[store.Tx]map[string]*latestSnapshot
@@ -30,6 +32,7 @@ type latestSnapshots struct {
 // latestSnapshot is one environment's latest snapshot as written. Its slices are never
 // modified once it is put: a snapshot built from it copies what it changes.
 type latestSnapshot struct {
+	taken   time.Time // when its artifacts not carried over were read from the store
 	index   int
 	digest  []byte
 	running []snapshot.Running // the running set, as runningSet would read it back
@@ -43,8 +46,14 @@ type latestSnapshot struct {
 // larger than the budget is not kept.
 const latestArtifactBudget = 16 << 10
 
+// latestMaxAge bounds how long artifacts are carried over from snapshot to snapshot: an
+// environment's next snapshot after that takes every artifact anew. The marks keep carried
+// artifacts current; this bounds the staleness of a change that no mark recorded, as when
+// evaluators of a build before the marks ran beside this one during a rolling upgrade.
+const latestMaxAge = 10 * time.Minute
+
 func newLatestSnapshots(budget int) *latestSnapshots {
-	l := &latestSnapshots{budget: budget, staged: map[store.Tx]map[string]*latestSnapshot{}}
+	l := &latestSnapshots{budget: budget, now: time.Now, staged: map[store.Tx]map[string]*latestSnapshot{}}
 	// The LRU only orders the environments; held and budget bound what they hold. Its own
 	// bound is the most environments the budget could hold.
 	l.byEnv, _ = simplelru.NewLRU(max(budget, 1), func(_ string, s *latestSnapshot) { l.held -= len(s.arts) })
@@ -59,7 +68,7 @@ func (l *latestSnapshots) get(tx store.Tx, envID string, index int, digest []byt
 	if !ok {
 		s, ok = l.byEnv.Get(envID)
 	}
-	if !ok || s.index != index || !bytes.Equal(s.digest, digest) {
+	if !ok || s.index != index || !bytes.Equal(s.digest, digest) || l.now().Sub(s.taken) > latestMaxAge {
 		return nil, false
 	}
 	return s, true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -302,5 +303,64 @@ func TestSameJSON(t *testing.T) {
 		if got := sameJSON(tc.a, tc.b); got != tc.want {
 			t.Errorf("sameJSON(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestSnapshotCarryExpires: a change that no mark recorded (as one written by an evaluator of
+// a build before the marks, during a rolling upgrade) shows in the first snapshot taken once the
+// held one is older than latestMaxAge.
+func TestSnapshotCarryExpires(t *testing.T) {
+	f := newEnvFixture(t, 2)
+	f.evaluateTrail(t, "t1")
+	clock := time.Unix(1_800_000_000, 0)
+	f.ev.policies.latest.now = func() time.Time { return clock }
+	f.report(t, 2, 0)
+	trail, err := f.st.TrailID(context.Background(), "flow-1", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Update(context.Background(), func(tx store.Tx) error { // no mark
+		return tx.SaveCompliance(context.Background(), trail, "NON-COMPLIANT", json.RawMessage(`{}`), 100,
+			map[string]string{"art-0": "NON-COMPLIANT", "art-1": "NON-COMPLIANT"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		t.Helper()
+		s, err := f.st.LatestSnapshot(context.Background(), "env-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var arts []SnapshotArtifact
+		if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range arts {
+			if a.Name == "app-1" {
+				return a.Flows[0].State
+			}
+		}
+		t.Fatalf("no app-1 in %s", s.Artifacts)
+		return ""
+	}
+	run := func(extra bool) {
+		t.Helper()
+		insts := []contract.RunningInstance{{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1}}
+		if extra {
+			insts = append(insts, contract.RunningInstance{Name: "extra", Fingerprint: fp(9), CreationTimestamp: 1})
+		}
+		f.handle(t, func(e *contract.Envelope) {
+			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
+		})
+	}
+	clock = clock.Add(latestMaxAge / 2)
+	run(true) // app-1 carried over, with the state it had
+	if got := state(); got != "COMPLIANT" {
+		t.Fatalf("app-1's state carried over: %s, want the held COMPLIANT", got)
+	}
+	clock = clock.Add(latestMaxAge)
+	run(false)
+	if got := state(); got != "NON-COMPLIANT" {
+		t.Errorf("app-1's state once the held snapshot expired: %s, want NON-COMPLIANT", got)
 	}
 }
