@@ -159,7 +159,7 @@ func (r reads) SnapshotTimestamps(ctx context.Context, envID string) ([]float64,
 // ListSnapshots returns snapshots fromIndex..toIndex (inclusive) newest first, without their
 // artifacts (lists show only the summary).
 func (r reads) ListSnapshots(ctx context.Context, envID string, fromIndex, toIndex int) ([]store.Snapshot, error) {
-	rows, err := r.rows(ctx, `SELECT env_id, idx, timestamp, type, compliant, '[]' FROM snapshots
+	rows, err := r.rows(ctx, `SELECT env_id, idx, timestamp, type, compliant, '[]', NULL FROM snapshots
 		WHERE env_id = ? AND idx >= ? AND idx <= ? ORDER BY idx DESC`, envID, fromIndex, toIndex)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: list snapshots: %w", err)

@@ -53,6 +53,9 @@ func testSnapshots(t *testing.T, e *env) {
 	if ts, err := e.s.SnapshotTimestamps(e.ctx, "env-a"); err != nil || len(ts) != 3 || ts[0] != t0+1 {
 		t.Errorf("SnapshotTimestamps = %v, %v", ts, err)
 	}
+	if list, err := e.s.ListSnapshots(e.ctx, "env-a", 1, 3); err != nil || len(list) != 3 || list[0].Index+list[2].Index != 4 {
+		t.Errorf("ListSnapshots(1, 3) = %+v, %v", list, err)
+	}
 	// A large document (kept compressed) reads back as written.
 	var large bytes.Buffer
 	large.WriteString("[")
