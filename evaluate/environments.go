@@ -341,7 +341,7 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err := tx.SetRunning(ctx, e.OrgID, env.ID, gone, started); err != nil {
 		return false, err
 	}
-	if err := settleMarks(ctx, tx, env, marks, verdicts); err != nil {
+	if err := settleMarks(ctx, tx, env, marks, verdicts, started); err != nil {
 		return false, err
 	}
 	env.LastChangedAt = e.At
@@ -422,8 +422,14 @@ func snapshotArtifacts(annotated []snapshot.Running, last *latestSnapshot, from 
 }
 
 // settleMarks clears the marks a new snapshot read (the artifacts they name were taken anew),
-// and marks the artifacts whose verdict failed, so that the next snapshot judges them again.
-func settleMarks(ctx context.Context, tx store.Tx, env *store.Environment, marks []store.RunningChange, verdicts []store.Verdict) error {
+// and marks for the next snapshot to take anew again:
+//   - the artifacts whose verdict failed, so that it judges them again;
+//   - the artifacts that started running here. A change of their evidence that commits while
+//     this transaction runs (another evaluator, on PostgreSQL) marks where they run as it reads
+//     the running index, which holds them only once this transaction commits: it marks nothing
+//     here, and what this snapshot read of them may be older than that change.
+func settleMarks(ctx context.Context, tx store.Tx, env *store.Environment, marks []store.RunningChange, verdicts []store.Verdict,
+	started []store.Running) error {
 	ids := make([]int64, len(marks))
 	for i, m := range marks {
 		ids[i] = m.ID
@@ -431,16 +437,19 @@ func settleMarks(ctx context.Context, tx store.Tx, env *store.Environment, marks
 	if err := tx.ClearRunningChanges(ctx, ids); err != nil {
 		return err
 	}
-	var failed []string
+	again := make([]string, 0, len(started))
+	for _, r := range started {
+		again = append(again, r.Fingerprint)
+	}
 	for _, v := range verdicts {
 		if v.Failed {
-			failed = append(failed, v.Fingerprint)
+			again = append(again, v.Fingerprint)
 		}
 	}
-	if len(failed) == 0 {
+	if len(again) == 0 {
 		return nil
 	}
-	return tx.MarkRunningChanged(ctx, env.OrgID, env.ID, failed)
+	return tx.MarkRunningChanged(ctx, env.OrgID, env.ID, again)
 }
 
 // snapshotKey is an artifact's identity in a snapshot.

@@ -315,6 +315,11 @@ func TestSnapshotCarryExpires(t *testing.T) {
 	clock := time.Unix(1_800_000_000, 0)
 	f.ev.policies.latest.now = func() time.Time { return clock }
 	f.report(t, 2, 0)
+	f.handle(t, func(e *contract.Envelope) { // a second snapshot, after which app-0 and app-1 are no longer new
+		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: []contract.RunningInstance{
+			{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1},
+			{Name: "other", Fingerprint: fp(8), CreationTimestamp: 1}}}
+	})
 	trail, err := f.st.TrailID(context.Background(), "flow-1", "t1")
 	if err != nil {
 		t.Fatal(err)
@@ -362,5 +367,49 @@ func TestSnapshotCarryExpires(t *testing.T) {
 	run(false)
 	if got := state(); got != "NON-COMPLIANT" {
 		t.Errorf("app-1's state once the held snapshot expired: %s, want NON-COMPLIANT", got)
+	}
+}
+
+// TestStartedArtifactTakenAnewNextTime: a change of a new artifact's evidence that commits
+// while the snapshot that starts it runs (another evaluator, on PostgreSQL) finds it in no
+// environment's running index, so it marks nothing; the next snapshot takes the artifact anew
+// all the same. The change is simulated by a save without marks after that snapshot.
+func TestStartedArtifactTakenAnewNextTime(t *testing.T) {
+	f := newEnvFixture(t, 2)
+	f.evaluateTrail(t, "t1")
+	run := func(extra bool) {
+		t.Helper()
+		insts := []contract.RunningInstance{{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1}}
+		if extra {
+			insts = append(insts, contract.RunningInstance{Name: "extra", Fingerprint: fp(9), CreationTimestamp: 1})
+		}
+		f.handle(t, func(e *contract.Envelope) {
+			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
+		})
+	}
+	run(false) // app-0 and app-1 start
+	trail, err := f.st.TrailID(context.Background(), "flow-1", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Update(context.Background(), func(tx store.Tx) error {
+		return tx.SaveCompliance(context.Background(), trail, "NON-COMPLIANT", json.RawMessage(`{}`), 100,
+			map[string]string{"art-0": "NON-COMPLIANT", "art-1": "NON-COMPLIANT"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run(true)
+	s, err := f.st.LatestSnapshot(context.Background(), "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arts []SnapshotArtifact
+	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range arts {
+		if a.Name != "extra" && a.Flows[0].State != "NON-COMPLIANT" {
+			t.Errorf("%s, started by the snapshot before: %s, want NON-COMPLIANT", a.Name, a.Flows[0].State)
+		}
 	}
 }
