@@ -439,7 +439,7 @@ func (p *Peers) Wait(ctx context.Context, org string, scopes []string, deadline 
 	start := time.Now()
 	if !p.catchUp(ctx, org, readStart, deadline) {
 		if ctx.Err() == nil {
-			p.cfg.Log.Warn("read-after-write wait for other ingest processes timed out; serving the read anyway", "org", org,
+			p.cfg.Log.Warn(TimedOut+" (other ingest processes); serving the read anyway", "org", org,
 				"wait", time.Since(start))
 		}
 		return true, true

@@ -230,7 +230,7 @@ func (t *Tracker) wait(ctx context.Context, org string, scopes []string, concern
 		case <-ctx.Done():
 			return true
 		case <-deadline.C:
-			t.log.WarnContext(ctx, "read-after-write wait timed out; serving the read anyway", "org", org, "scopes", scopes,
+			t.log.WarnContext(ctx, TimedOut+"; serving the read anyway", "org", org, "scopes", scopes,
 				"pending", t.Pending(org), "wait", t.maxWait)
 			return true
 		case <-changed:
@@ -364,6 +364,10 @@ func (t *Tracker) sawScopes(org string, scopes []string, now time.Time) {
 // seenHorizon is how long Tracker.seen remembers: longer than any window ScopesFresh is asked
 // about (answers.AnnouncementLag).
 const seenHorizon = 10 * time.Second
+
+// TimedOut begins the warning logged when a read-after-write wait times out and the read is
+// served without the writes it waited for (the fault harness counts these lines).
+const TimedOut = "read-after-write wait timed out"
 
 // pruneChunk bounds the IDs of one visibility query (SQLite allows 32766 parameters).
 const pruneChunk = 256

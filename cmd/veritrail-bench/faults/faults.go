@@ -5,7 +5,10 @@
 // restarts them, and ends the processes' PostgreSQL connections. Then it waits for the
 // evaluators to drain and checks, from the store directly and through the API, that every
 // attestation answered 201 is stored exactly once, one that failed ambiguously at most once,
-// and that every trail's compliance is what its attestations imply. The Report also gives
+// and that every trail's compliance is what its attestations imply. Beside the load it reports
+// environment snapshots and flips the compliance of the trails of the artifacts they run, and
+// after the drain checks that a final snapshot of each environment shows every artifact with
+// its trail's compliance (snapshots.go). The Report also gives
 // throughput, the evaluators' backlog over time, deadlocks, read-your-writes timeouts and any
 // process that exited on its own.
 //
@@ -32,6 +35,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
+	"github.com/veritrail/veritrail/ingest/consistency"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
 	"github.com/veritrail/veritrail/internal/contract"
 )
@@ -147,7 +151,7 @@ const startTimeout = time.Minute
 // The patterns counted in the processes' logs.
 const (
 	deadlockPattern = "deadlock detected"
-	rywPattern      = "read-your-writes wait timed out"
+	rywPattern      = consistency.TimedOut
 )
 
 // harness is one run.
@@ -159,6 +163,7 @@ type harness struct {
 	db    *sql.DB // the store, read directly
 	c     *client
 	led   *ledger
+	snaps *snapLoad // the environment snapshots exercised beside the load
 	start time.Time // of the load; the times in the report count from the run's start (sup.start)
 
 	front      *proc // ingest or serve: what the writers talk to
@@ -197,6 +202,10 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err := h.createFlow(ctx); err != nil {
 		return nil, err
 	}
+	h.snaps = newSnapLoad(h.c, h.led, cfg.Seed)
+	if err := h.snaps.setup(ctx); err != nil {
+		return nil, err
+	}
 	var deadlocksBefore int64
 	if h.pg != nil {
 		if deadlocksBefore, err = h.pg.deadlocks(ctx); err != nil {
@@ -213,14 +222,18 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	ld := &load{clients: clients, l: h.led, lim: lim, seed: cfg.Seed, writers: cfg.Writers, ahead: cfg.Ahead}
+	h.snaps.lim = lim
 	h.start = time.Now()
 	fmt.Fprintf(cfg.Progress, "faults: %s mode, %d writers, seed %d, logs in %s\n", cfg.Mode, cfg.Writers, cfg.Seed, h.sup.logDir)
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { h.sample(sctx); close(sampled) }()
 	ld.start(ctx)
+	h.snaps.start(ctx)
 	h.schedule(ctx)
+	h.snaps.stop.Store(true)
 	ld.finish()
+	h.snaps.finish()
 	loadSecs := time.Since(h.start).Seconds()
 	endSample := h.sampleNow(ctx)
 	h.progress("load stopped: %d attestations answered 201", h.led.acked.Load())
@@ -701,6 +714,7 @@ func (h *harness) report(ctx context.Context, cfg Config, loadSecs float64, end 
 			h.problem("the store changed while it was verified (%d attestations, then %d): the drain ended early", len(sv.atts), after)
 		}
 	}
+	r.Snapshots = h.checkSnapshots(ctx)
 
 	r.Throughput.CreatedPerSecond = round1(float64(r.Attestations.Created) / loadSecs)
 	if end.Stored >= 0 {
@@ -747,7 +761,8 @@ func (h *harness) report(ctx context.Context, cfg Config, loadSecs float64, end 
 	if r.ReadYourWritesTimeouts > 0 {
 		h.problem("%d read-your-writes waits timed out: reads were answered without the caller's acknowledged writes", r.ReadYourWritesTimeouts)
 	}
-	if n := r.Trails.Refused + r.Attestations.Refused; n > 0 {
+	if n := r.Trails.Refused + r.Attestations.Refused + r.Snapshots.Reports.Refused + r.Snapshots.Evidence.Refused +
+		r.Snapshots.FinalReports.Refused; n > 0 {
 		h.problem("%d valid requests were refused with a 4xx (see the examples)", n)
 	}
 	h.led.mu.Lock()

@@ -72,6 +72,9 @@ func classify(status int, err error) outcome {
 const (
 	kindTrail = iota
 	kindAttestation
+	kindSnapshot      // the snapshot reporter's reports (snapshots.go)
+	kindEvidence      // the evidence changer's build attestations
+	kindFinalSnapshot // the final reports after the drain
 	numKinds
 )
 
@@ -109,7 +112,7 @@ func newLedger() *ledger {
 // answer is what one request got.
 type answer struct {
 	status     int
-	retryAfter bool
+	retryAfter string // the Retry-After header
 	body       string
 	err        error
 }
@@ -119,7 +122,7 @@ func (l *ledger) record(kind int, what string, a answer) outcome {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.counts[kind][o]++
-	if (a.status == http.StatusServiceUnavailable || a.status == http.StatusTooManyRequests) && !a.retryAfter {
+	if (a.status == http.StatusServiceUnavailable || a.status == http.StatusTooManyRequests) && a.retryAfter == "" {
 		l.missingRetry++
 	}
 	if !o.acknowledged() {
@@ -267,7 +270,7 @@ func (c *client) do(ctx context.Context, method, path, contentType string, body 
 	defer resp.Body.Close()
 	// The status line is the answer; a body cut off by a kill changes nothing.
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After") != "", body: strings.TrimSpace(string(b))}
+	return answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: strings.TrimSpace(string(b))}
 }
 
 // flowName is the run's one flow.

@@ -34,11 +34,13 @@ type Report struct {
 	// MissingRetryAfter counts 503 and 429 answers without a Retry-After header.
 	MissingRetryAfter int        `json:"missing_retry_after"`
 	Stored            Stored     `json:"stored"`
+	Snapshots         Snapshots  `json:"snapshots"`
 	Throughput        Throughput `json:"throughput"`
 	Backlog           Backlog    `json:"backlog"`
 	Faults            []Fault    `json:"faults"`
 	Deadlocks         Deadlocks  `json:"deadlocks"`
-	// ReadYourWritesTimeouts are the ingest tier's logged "read-your-writes wait timed out".
+	// ReadYourWritesTimeouts are the ingest tier's logged read-after-write waits that timed out
+	// (consistency.TimedOut).
 	ReadYourWritesTimeouts int       `json:"read_your_writes_timeouts"`
 	Processes              []Process `json:"processes"`
 	UnexpectedExits        []Exit    `json:"unexpected_exits"`
@@ -72,6 +74,28 @@ type Stored struct {
 	Trails                 int `json:"trails"`
 	TrailsChecked          int `json:"trails_checked"`
 	ComplianceMismatches   int `json:"compliance_mismatches"`
+}
+
+// Snapshots is what the environment snapshots exercised beside the load sent, and what the
+// checks of the final snapshots found (snapshots.go).
+type Snapshots struct {
+	Environments int `json:"environments"`
+	Artifacts    int `json:"artifacts"` // each reported in a trail of its own
+	// Reports are the running sets reported during the load, Evidence the build attestations
+	// that flip the artifacts' trails meanwhile, FinalReports the reports after the drain.
+	Reports      Outcomes `json:"report_requests"`
+	Evidence     Outcomes `json:"evidence_requests"`
+	FinalReports Outcomes `json:"final_report_requests"`
+	// EnvironmentsChecked have a final snapshot; ArtifactsChecked are their artifacts, checked
+	// against their trails through the API: Compliant of them are right and compliant (so both
+	// states were checked when it is neither 0 nor all), Wrong show another compliance or
+	// provenance (or were never reported); Missing were reported but are not in their final
+	// snapshot.
+	EnvironmentsChecked int `json:"environments_checked"`
+	ArtifactsChecked    int `json:"artifacts_checked"`
+	Compliant           int `json:"compliant"`
+	Wrong               int `json:"wrong"`
+	Missing             int `json:"missing"`
 }
 
 // Throughput of the run.
@@ -160,6 +184,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.Stored.Attestations, r.Stored.Trails, r.Stored.AcknowledgedStoredOnce, r.Stored.Lost, r.Stored.Duplicated,
 		r.Stored.AmbiguousStored, r.Stored.AmbiguousNotStored, r.Stored.StoredButRefused, r.Stored.StoredNeverSent)
 	fmt.Fprintf(&b, "  compliance: %d trails checked through the API, %d wrong\n", r.Stored.TrailsChecked, r.Stored.ComplianceMismatches)
+	fmt.Fprintf(&b, "  snapshot reports: %s\n", r.Snapshots.Reports)
+	fmt.Fprintf(&b, "  snapshot evidence (build attestations): %s\n", r.Snapshots.Evidence)
+	fmt.Fprintf(&b, "  final snapshot reports: %s\n", r.Snapshots.FinalReports)
+	fmt.Fprintf(&b, "  snapshots: %d of %d environments checked, %d artifacts checked against their trails through the API (%d compliant), %d wrong, %d missing\n",
+		r.Snapshots.EnvironmentsChecked, r.Snapshots.Environments, r.Snapshots.ArtifactsChecked, r.Snapshots.Compliant,
+		r.Snapshots.Wrong, r.Snapshots.Missing)
 	fmt.Fprintf(&b, "  throughput: %.0f 201s/s; applied %.0f/s during the load, %.0f/s with the drain\n",
 		r.Throughput.CreatedPerSecond, r.Throughput.AppliedPerSecondInLoad, r.Throughput.AppliedPerSecond)
 	if r.Drained {

@@ -119,14 +119,17 @@ func openSQLite(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// counts is what the sampler and the drain read from the store.
+// counts is what the sampler and the drain read from the store: the load's attestations (not
+// those of the snapshots' trails, snapshots.go), the trails waiting for evaluation (all of
+// them) and the messages applied.
 type counts struct {
 	attestations, dirty, applied int
 }
 
 func readCounts(ctx context.Context, db *sql.DB) (counts, error) {
 	var c counts
-	err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM attestations), (SELECT count(*) FROM dirty_trails),
+	err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM attestations) - (SELECT count(*) FROM attestations
+		WHERE trail_id IN (SELECT id FROM trails WHERE name LIKE '`+snapTrailPrefix+`%')), (SELECT count(*) FROM dirty_trails),
 		(SELECT count(*) FROM applied_messages)`).Scan(&c.attestations, &c.dirty, &c.applied)
 	if err != nil {
 		return c, fmt.Errorf("faults: read counts: %w", err)
@@ -140,7 +143,8 @@ type storedAtt struct {
 	compliant   bool
 }
 
-// storeView is what the store holds at the end: every attestation, and every trail's state.
+// storeView is what the store holds at the end: every attestation, and every trail's state,
+// but the snapshots' trails (snapshots.go checks those).
 type storeView struct {
 	atts   []storedAtt
 	trails map[string]string // name -> compliance state
@@ -160,7 +164,9 @@ func readStore(ctx context.Context, db *sql.DB) (storeView, error) {
 			return v, fmt.Errorf("faults: read attestations: %w", err)
 		}
 		a.compliant = ok != 0
-		v.atts = append(v.atts, a)
+		if !isSnapTrail(a.trail) {
+			v.atts = append(v.atts, a)
+		}
 	}
 	if err := rows.Close(); err != nil {
 		return v, err
@@ -178,7 +184,9 @@ func readStore(ctx context.Context, db *sql.DB) (storeView, error) {
 		if err := rows.Scan(&name, &state); err != nil {
 			return v, fmt.Errorf("faults: read trails: %w", err)
 		}
-		v.trails[name] = state
+		if !isSnapTrail(name) {
+			v.trails[name] = state
+		}
 	}
 	return v, rows.Err()
 }
