@@ -306,6 +306,55 @@ func TestSameJSON(t *testing.T) {
 	}
 }
 
+// running2 reports app-0 and app-1 (fingerprints 0 and 1) and, when extra names one, a third
+// artifact, so that reports with and without it change the running set.
+func (f *envFixture) running2(t *testing.T, extra string) {
+	t.Helper()
+	insts := []contract.RunningInstance{{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1}}
+	if extra != "" {
+		insts = append(insts, contract.RunningInstance{Name: extra, Fingerprint: fp(9), CreationTimestamp: 1})
+	}
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
+	})
+}
+
+// saveUnmarked saves trail t1 NON-COMPLIANT, with its artifacts, without marking where they
+// run: a change no mark recorded.
+func (f *envFixture) saveUnmarked(t *testing.T) {
+	t.Helper()
+	trail, err := f.st.TrailID(context.Background(), "flow-1", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Update(context.Background(), func(tx store.Tx) error {
+		return tx.SaveCompliance(context.Background(), trail, "NON-COMPLIANT", json.RawMessage(`{}`), 100,
+			map[string]string{"art-0": "NON-COMPLIANT", "art-1": "NON-COMPLIANT"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// states answers the state of its trail each artifact of env-1's latest snapshot shows.
+func (f *envFixture) states(t *testing.T) map[string]string {
+	t.Helper()
+	s, err := f.st.LatestSnapshot(context.Background(), "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arts []SnapshotArtifact
+	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range arts {
+		if len(a.Flows) > 0 {
+			out[a.Name] = a.Flows[0].State
+		}
+	}
+	return out
+}
+
 // TestSnapshotCarryExpires: a change that no mark recorded (as one written by an evaluator of
 // a build before the marks, during a rolling upgrade) shows in the first snapshot taken once the
 // held one is older than latestMaxAge.
@@ -314,58 +363,17 @@ func TestSnapshotCarryExpires(t *testing.T) {
 	f.evaluateTrail(t, "t1")
 	clock := time.Unix(1_800_000_000, 0)
 	f.ev.policies.latest.now = func() time.Time { return clock }
-	f.report(t, 2, 0)
-	f.handle(t, func(e *contract.Envelope) { // a second snapshot, after which app-0 and app-1 are no longer new
-		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: []contract.RunningInstance{
-			{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1},
-			{Name: "other", Fingerprint: fp(8), CreationTimestamp: 1}}}
-	})
-	trail, err := f.st.TrailID(context.Background(), "flow-1", "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.st.Update(context.Background(), func(tx store.Tx) error { // no mark
-		return tx.SaveCompliance(context.Background(), trail, "NON-COMPLIANT", json.RawMessage(`{}`), 100,
-			map[string]string{"art-0": "NON-COMPLIANT", "art-1": "NON-COMPLIANT"})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	state := func() string {
-		t.Helper()
-		s, err := f.st.LatestSnapshot(context.Background(), "env-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var arts []SnapshotArtifact
-		if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range arts {
-			if a.Name == "app-1" {
-				return a.Flows[0].State
-			}
-		}
-		t.Fatalf("no app-1 in %s", s.Artifacts)
-		return ""
-	}
-	run := func(extra bool) {
-		t.Helper()
-		insts := []contract.RunningInstance{{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1}}
-		if extra {
-			insts = append(insts, contract.RunningInstance{Name: "extra", Fingerprint: fp(9), CreationTimestamp: 1})
-		}
-		f.handle(t, func(e *contract.Envelope) {
-			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
-		})
-	}
+	f.running2(t, "")
+	f.running2(t, "other") // after this one, app-0 and app-1 are no longer new
+	f.saveUnmarked(t)
 	clock = clock.Add(latestMaxAge / 2)
-	run(true) // app-1 carried over, with the state it had
-	if got := state(); got != "COMPLIANT" {
+	f.running2(t, "") // app-1 carried over, with the state it had
+	if got := f.states(t)["app-1"]; got != "COMPLIANT" {
 		t.Fatalf("app-1's state carried over: %s, want the held COMPLIANT", got)
 	}
 	clock = clock.Add(latestMaxAge)
-	run(false)
-	if got := state(); got != "NON-COMPLIANT" {
+	f.running2(t, "other")
+	if got := f.states(t)["app-1"]; got != "NON-COMPLIANT" {
 		t.Errorf("app-1's state once the held snapshot expired: %s, want NON-COMPLIANT", got)
 	}
 }
@@ -377,39 +385,16 @@ func TestSnapshotCarryExpires(t *testing.T) {
 func TestStartedArtifactTakenAnewNextTime(t *testing.T) {
 	f := newEnvFixture(t, 2)
 	f.evaluateTrail(t, "t1")
-	run := func(extra bool) {
-		t.Helper()
-		insts := []contract.RunningInstance{{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1}, {Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1}}
-		if extra {
-			insts = append(insts, contract.RunningInstance{Name: "extra", Fingerprint: fp(9), CreationTimestamp: 1})
-		}
-		f.handle(t, func(e *contract.Envelope) {
-			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
-		})
+	f.running2(t, "") // app-0 and app-1 start
+	f.saveUnmarked(t)
+	f.running2(t, "extra")
+	states := f.states(t)
+	if len(states) != 2 {
+		t.Fatalf("states %v, want app-0's and app-1's", states)
 	}
-	run(false) // app-0 and app-1 start
-	trail, err := f.st.TrailID(context.Background(), "flow-1", "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.st.Update(context.Background(), func(tx store.Tx) error {
-		return tx.SaveCompliance(context.Background(), trail, "NON-COMPLIANT", json.RawMessage(`{}`), 100,
-			map[string]string{"art-0": "NON-COMPLIANT", "art-1": "NON-COMPLIANT"})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	run(true)
-	s, err := f.st.LatestSnapshot(context.Background(), "env-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var arts []SnapshotArtifact
-	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range arts {
-		if a.Name != "extra" && a.Flows[0].State != "NON-COMPLIANT" {
-			t.Errorf("%s, started by the snapshot before: %s, want NON-COMPLIANT", a.Name, a.Flows[0].State)
+	for name, state := range states {
+		if state != "NON-COMPLIANT" {
+			t.Errorf("%s, started by the snapshot before: %s, want NON-COMPLIANT", name, state)
 		}
 	}
 }

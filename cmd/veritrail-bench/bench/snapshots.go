@@ -3,8 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/k8spod"
 	"github.com/veritrail/veritrail/ingest"
 	"github.com/veritrail/veritrail/internal/store"
 )
@@ -403,25 +402,6 @@ func (r *reporters) visibleLags() []time.Duration {
 	return lags
 }
 
-// pod is one item of a K8S report as the Kosli CLI sends it (its PodData).
-type pod struct {
-	PodName           string            `json:"podName"`
-	Namespace         string            `json:"namespace"`
-	Digests           map[string]string `json:"digests"`
-	CreationTimestamp int64             `json:"creationTimestamp"`
-	Owners            []owner           `json:"owners"`
-}
-
-// owner is a Kubernetes OwnerReference, as the CLI copies it from the pod's metadata.
-type owner struct {
-	APIVersion         string `json:"apiVersion"`
-	Kind               string `json:"kind"`
-	Name               string `json:"name"`
-	UID                string `json:"uid"`
-	Controller         bool   `json:"controller"`
-	BlockOwnerDeletion bool   `json:"blockOwnerDeletion"`
-}
-
 // k8sReports builds the two running sets the load alternates between, as report bodies of n
 // pods: deployments of two replicas (the last one has one when n is odd), each pod with one
 // container. The second set is the first with one deployment rolled to a new image (new
@@ -430,7 +410,7 @@ type owner struct {
 func k8sReports(n int) (sets [2][]byte, running int, err error) {
 	deployments := (n + replicas - 1) / replicas
 	for s := range sets {
-		pods := make([]pod, 0, n)
+		pods := make([]k8spod.Pod, 0, n)
 		for i := range n {
 			d := i / replicas
 			version := 1
@@ -446,23 +426,11 @@ func k8sReports(n int) (sets [2][]byte, running int, err error) {
 	return sets, deployments, nil
 }
 
-func k8sPod(deployment, replica, version int) pod {
-	hash := func(parts ...any) string {
-		sum := sha256.Sum256(fmt.Append(nil, parts...))
-		return hex.EncodeToString(sum[:])
-	}
+func k8sPod(deployment, replica, version int) k8spod.Pod {
 	team := fmt.Sprintf("team-%02d", deployment%8)
 	name := fmt.Sprintf("service-%03d", deployment)
-	rs := name + "-" + hash("rs", deployment, version)[:10]
-	uid := hash("uid", deployment, version)
-	return pod{
-		PodName:   rs + "-" + hash("pod", deployment, version, replica)[:5],
-		Namespace: team,
-		Digests: map[string]string{
-			fmt.Sprintf("registry.example.com/%s/%s:1.%d.0", team, name, version): hash("image", deployment, version),
-		},
-		CreationTimestamp: 1786425000 + int64(deployment*60+version*86400+replica),
-		Owners: []owner{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs,
-			UID: uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32], Controller: true, BlockOwnerDeletion: true}},
-	}
+	rs := name + "-" + k8spod.Hash("rs", deployment, version)[:10]
+	image := fmt.Sprintf("registry.example.com/%s/%s:1.%d.0", team, name, version)
+	return k8spod.OfReplicaSet(rs, team, replica, map[string]string{image: k8spod.Hash("image", deployment, version)},
+		1786425000+int64(deployment*60+version*86400+replica))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/k8spod"
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -73,7 +74,7 @@ func TestK8sReports(t *testing.T) {
 	if running != 100 {
 		t.Errorf("running %d, want 100", running)
 	}
-	var a, b struct{ Artifacts []pod }
+	var a, b struct{ Artifacts []k8spod.Pod }
 	if err := json.Unmarshal(sets[0], &a); err != nil {
 		t.Fatal(err)
 	}

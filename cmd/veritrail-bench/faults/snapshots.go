@@ -2,8 +2,6 @@ package faults
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/k8spod"
 )
 
 // The environment snapshots the harness exercises beside the trails: snapArtifacts artifacts,
@@ -58,51 +58,20 @@ func snapSet() []snapArtifact {
 	out := make([]snapArtifact, snapArtifacts)
 	for i := range out {
 		out[i] = snapArtifact{name: fmt.Sprintf("registry.example.com/faults/service-%02d:1.0.%d", i, i),
-			fingerprint: hexSHA256("faults-artifact", i), trail: snapTrail(i)}
+			fingerprint: k8spod.Hash("faults-artifact", i), trail: snapTrail(i)}
 	}
 	return out
-}
-
-func hexSHA256(parts ...any) string {
-	sum := sha256.Sum256(fmt.Append(nil, parts...))
-	return hex.EncodeToString(sum[:])
-}
-
-// k8sPod is one pod of a K8S report, as `kosli snapshot k8s` sends it.
-type k8sPod struct {
-	PodName           string            `json:"podName"`
-	Namespace         string            `json:"namespace"`
-	Digests           map[string]string `json:"digests"`
-	CreationTimestamp int64             `json:"creationTimestamp"`
-	Owners            []k8sOwner        `json:"owners"`
-}
-
-// k8sOwner is a pod's OwnerReference.
-type k8sOwner struct {
-	APIVersion         string `json:"apiVersion"`
-	Kind               string `json:"kind"`
-	Name               string `json:"name"`
-	UID                string `json:"uid"`
-	Controller         bool   `json:"controller"`
-	BlockOwnerDeletion bool   `json:"blockOwnerDeletion"`
 }
 
 // k8sReport is the body of a K8S report in which artifact i of arts runs replicas[i] pods (none
 // when 0). A pod's fields depend only on its artifact and replica, so that the same running set
 // always makes the same report.
 func k8sReport(arts []snapArtifact, replicas []int) []byte {
-	pods := []k8sPod{}
+	pods := []k8spod.Pod{}
 	for i, a := range arts {
-		rs := fmt.Sprintf("service-%02d-%s", i, hexSHA256("rs", i)[:10])
-		uid := hexSHA256("uid", i)
+		rs := fmt.Sprintf("service-%02d-%s", i, k8spod.Hash("rs", i)[:10])
 		for r := range replicas[i] {
-			pods = append(pods, k8sPod{
-				PodName: rs + "-" + hexSHA256("pod", i, r)[:5], Namespace: "faults",
-				Digests:           map[string]string{a.name: a.fingerprint},
-				CreationTimestamp: 1786425000 + int64(i*60+r),
-				Owners: []k8sOwner{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs,
-					UID: uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32], Controller: true, BlockOwnerDeletion: true}},
-			})
+			pods = append(pods, k8spod.OfReplicaSet(rs, "faults", r, map[string]string{a.name: a.fingerprint}, 1786425000+int64(i*60+r)))
 		}
 	}
 	b, _ := json.Marshal(map[string]any{"artifacts": pods}) // plain values: never fails
@@ -152,7 +121,7 @@ func (s *snapLoad) setup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		commit := hexSHA256("commit", a.trail)[:40]
+		commit := k8spod.Hash("commit", a.trail)[:40]
 		body, err := json.Marshal(map[string]any{
 			"fingerprint": a.fingerprint, "filename": a.name, "trail_name": a.trail, "git_commit": commit,
 			"build_url":  "https://ci.example.com/faults/" + a.trail,

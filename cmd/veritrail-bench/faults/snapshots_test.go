@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/veritrail/veritrail/cmd/veritrail-bench/k8spod"
 )
 
 // fakeArt is an artifact of a fake snapshot, as GET /snapshots shows it.
@@ -110,7 +112,7 @@ func TestVerifySnapshots(t *testing.T) {
 			"1 artifacts of the final report are missing from its snapshot, e.g. env-a#7 registry.example.com/faults/service-01:1.0.1",
 		}, miss: 1, envs: 2},
 		{name: "an artifact never reported", break_: func(envs map[string][]fakeArt, _ map[string]apiTrail) {
-			envs["env-a"] = append(envs["env-a"], fakeArt{Name: "ghost", Fingerprint: hexSHA256("ghost"), Instances: 3})
+			envs["env-a"] = append(envs["env-a"], fakeArt{Name: "ghost", Fingerprint: k8spod.Hash("ghost"), Instances: 3})
 		}, want: []string{
 			"1 final snapshots show artifacts that were not reported (or twice), e.g. env-a#7 ghost",
 		}, wrong: 1, envs: 2},
@@ -153,7 +155,7 @@ func TestK8SReport(t *testing.T) {
 	replicas := make([]int, len(arts))
 	replicas[0], replicas[5] = 2, 1
 	var body struct {
-		Artifacts []k8sPod `json:"artifacts"`
+		Artifacts []k8spod.Pod `json:"artifacts"`
 	}
 	if err := json.Unmarshal(k8sReport(arts, replicas), &body); err != nil {
 		t.Fatal(err)
