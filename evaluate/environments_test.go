@@ -49,6 +49,14 @@ func fp(i int) string { return fmt.Sprintf("%064x", i+1) }
 
 func (f *envFixture) handle(tb testing.TB, fill func(*contract.Envelope)) {
 	tb.Helper()
+	if err := f.ev.Handle(f.message(tb, fill)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// message is the fixture's next message, filled by fill.
+func (f *envFixture) message(tb testing.TB, fill func(*contract.Envelope)) *message.Message {
+	tb.Helper()
 	f.seq++
 	e := &contract.Envelope{ID: fmt.Sprint("m-", f.seq), OrgID: "org-1", Actor: contract.Actor{Name: "ci"}, At: float64(f.seq)}
 	fill(e)
@@ -56,9 +64,7 @@ func (f *envFixture) handle(tb testing.TB, fill func(*contract.Envelope)) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := f.ev.Handle(message.NewMessage(e.ID, b)); err != nil {
-		tb.Fatal(err)
-	}
+	return message.NewMessage(e.ID, b)
 }
 
 // report applies a snapshot of n artifacts, the first shifted by shift (so consecutive calls

@@ -102,10 +102,13 @@ func TestSnapshotCarryMatchesFullRecompute(t *testing.T) {
 	report("first")
 	report("nothing changed but the extra artifact")
 
-	both(func(e *contract.Envelope) {
-		e.Kind, e.Attestation = contract.KindAttestationReported, &contract.AttestationInput{ID: e.ID, FlowID: "flow-1",
-			TrailName: "t1", Name: "unit", Type: "junit", IsCompliant: false, ArtifactFingerprint: fp(1), Data: json.RawMessage(`{}`)}
-	})
+	unit := func(compliant bool) func(*contract.Envelope) {
+		return func(e *contract.Envelope) {
+			e.Kind, e.Attestation = contract.KindAttestationReported, &contract.AttestationInput{ID: e.ID, FlowID: "flow-1",
+				TrailName: "t1", Name: "unit", Type: "junit", IsCompliant: compliant, ArtifactFingerprint: fp(1), Data: json.RawMessage(`{}`)}
+		}
+	}
+	both(unit(false))
 	report("an attestation applied, its trail not evaluated yet")
 	evaluate("t1")
 	report("the trail evaluated")
@@ -138,10 +141,7 @@ func TestSnapshotCarryMatchesFullRecompute(t *testing.T) {
 	})
 	report("a policy attached")
 
-	both(func(e *contract.Envelope) {
-		e.Kind, e.Attestation = contract.KindAttestationReported, &contract.AttestationInput{ID: e.ID, FlowID: "flow-1",
-			TrailName: "t1", Name: "unit", Type: "junit", IsCompliant: true, ArtifactFingerprint: fp(1), Data: json.RawMessage(`{}`)}
-	})
+	both(unit(true))
 	evaluate("t1")
 	report("the trail compliant again, under the policy")
 
@@ -229,14 +229,7 @@ func TestSnapshotsOfABatch(t *testing.T) {
 		t.Helper()
 		msgs := make([]*message.Message, len(fills))
 		for i, fill := range fills {
-			warm.seq++
-			e := &contract.Envelope{ID: fmt.Sprint("m-", warm.seq), OrgID: "org-1", Actor: contract.Actor{Name: "ci"}, At: float64(warm.seq)}
-			fill(e)
-			b, err := contract.Marshal(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			msgs[i] = message.NewMessage(e.ID, b)
+			msgs[i] = warm.message(t, fill)
 		}
 		if n, err := warm.ev.HandleBatch(context.Background(), msgs); err != nil || n != len(msgs) {
 			t.Fatalf("HandleBatch = %d, %v", n, err)
@@ -247,14 +240,7 @@ func TestSnapshotsOfABatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			cold.ev = ev
-			cold.seq++
-			e := &contract.Envelope{ID: fmt.Sprint("m-", cold.seq), OrgID: "org-1", Actor: contract.Actor{Name: "ci"}, At: float64(cold.seq)}
-			fill(e)
-			b, err := contract.Marshal(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = ev.Handle(message.NewMessage(e.ID, b)) // the failing one is set aside
+			_ = ev.Handle(cold.message(t, fill)) // the failing one is set aside
 		}
 	}
 	batch(report(0, 1), report(1, 2), report(1, 2, 3))
