@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 	"github.com/veritrail/veritrail/policies/template"
@@ -52,6 +53,20 @@ func (f *envFixture) handle(tb testing.TB, fill func(*contract.Envelope)) {
 	if err := f.ev.Handle(f.message(tb, fill)); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// latest is envID's latest snapshot, and its artifacts decoded.
+func (f *envFixture) latest(tb testing.TB, envID string) (store.Snapshot, []SnapshotArtifact) {
+	tb.Helper()
+	s, err := f.st.LatestSnapshot(context.Background(), envID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var arts []SnapshotArtifact
+	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
+		tb.Fatal(err)
+	}
+	return s, arts
 }
 
 // message is the fixture's next message, filled by fill.

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -18,10 +16,8 @@ import (
 // It is bounded by the number of facts kept in all, dropping the trails evaluated longest ago; their
 // arrays may have room for as many again (trailFacts.grow).
 type factCache struct {
-	mu    sync.Mutex
-	limit int // facts kept in all
-	size  int
-	lru   *lru.Cache[string, trailFacts]
+	mu   sync.Mutex
+	kept *weightedLRU[trailFacts] // by trail, weighing their facts
 }
 
 // trailFacts are a trail's facts up to the attestation at position last.
@@ -59,10 +55,7 @@ func (f trailFacts) grow(last int64, more []store.AttestationFact) trailFacts {
 }
 
 func newFactCache(limit int) *factCache {
-	c := &factCache{limit: limit}
-	// The count bound is never what evicts (a trail holds at least one fact when kept); size is.
-	c.lru, _ = lru.NewWithEvict(max(limit, 1), func(_ string, v trailFacts) { c.size -= len(v.facts) })
-	return c
+	return &factCache{kept: newWeightedLRU(limit, func(f trailFacts) int { return len(f.facts) })}
 }
 
 // read answers the facts of trails: what is kept of them plus what they gained since, from r.
@@ -71,7 +64,7 @@ func (c *factCache) read(ctx context.Context, r store.Reader, trails []string) (
 	after := make(map[string]int64, len(trails))
 	c.mu.Lock()
 	for _, id := range trails {
-		kept, _ := c.lru.Get(id)
+		kept, _ := c.kept.Get(id)
 		base[id], after[id] = kept, kept.last
 	}
 	c.mu.Unlock()
@@ -99,18 +92,8 @@ func (c *factCache) read(ctx context.Context, r store.Reader, trails []string) (
 // keep stores a trail's facts unless what is kept of it is newer (another evaluation of the same
 // trail, by EvaluateTrail, may have read further meanwhile).
 func (c *factCache) keep(id string, f trailFacts) {
-	if kept, ok := c.lru.Peek(id); ok {
-		if kept.last > f.last {
-			return
-		}
-		c.lru.Remove(id)
-	}
-	if len(f.facts) > c.limit {
+	if kept, ok := c.kept.Peek(id); ok && kept.last > f.last {
 		return
 	}
-	c.lru.Add(id, f)
-	c.size += len(f.facts)
-	for c.size > c.limit {
-		c.lru.RemoveOldest()
-	}
+	c.kept.Put(id, f)
 }

@@ -79,8 +79,8 @@ func TestFactCacheReadsOnlyWhatIsNew(t *testing.T) {
 				if r.read != tc.wantReads[i] {
 					t.Errorf("round %d: read %d facts from the store, want %d", i+1, r.read, tc.wantReads[i])
 				}
-				if c.size > tc.limit {
-					t.Errorf("round %d: %d facts kept, over the limit of %d", i+1, c.size, tc.limit)
+				if c.kept.held > tc.limit {
+					t.Errorf("round %d: %d facts kept, over the limit of %d", i+1, c.kept.held, tc.limit)
 				}
 			}
 		})

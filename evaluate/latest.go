@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
-
 	"github.com/veritrail/veritrail/internal/snapshot"
 	"github.com/veritrail/veritrail/internal/store"
 )
@@ -19,11 +17,9 @@ import (
 // and digest (another evaluator may have written a newer one), and it is seen outside the
 // transaction that wrote the snapshot only once that commits.
 type latestSnapshots struct {
-	mu     sync.Mutex
-	byEnv  *simplelru.LRU[string, *latestSnapshot]
-	held   int // artifacts held, at most budget
-	budget int
-	now    func() time.Time
+	mu    sync.Mutex
+	byEnv *weightedLRU[*latestSnapshot] // weighing their artifacts
+	now   func() time.Time
 	// staged are the snapshots written by transactions still open, by transaction: a batch
 	// that applies several reports of an environment starts each from the one before it.
 	staged map[store.Tx]map[string]*latestSnapshot
@@ -53,11 +49,8 @@ const latestArtifactBudget = 16 << 10
 const latestMaxAge = 10 * time.Minute
 
 func newLatestSnapshots(budget int) *latestSnapshots {
-	l := &latestSnapshots{budget: budget, now: time.Now, staged: map[store.Tx]map[string]*latestSnapshot{}}
-	// The LRU only orders the environments; held and budget bound what they hold. Its own
-	// bound is the most environments the budget could hold.
-	l.byEnv, _ = simplelru.NewLRU(max(budget, 1), func(_ string, s *latestSnapshot) { l.held -= len(s.arts) })
-	return l
+	return &latestSnapshots{byEnv: newWeightedLRU(budget, func(s *latestSnapshot) int { return max(len(s.arts), 1) }),
+		now: time.Now, staged: map[store.Tx]map[string]*latestSnapshot{}}
 }
 
 // get answers env's latest snapshot as tx sees it if it is the one at index with digest.
@@ -84,7 +77,7 @@ func (l *latestSnapshots) stage(tx store.Tx, envID string, s *latestSnapshot) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			for env, s := range l.staged[tx] {
-				l.put(env, s)
+				l.byEnv.Put(env, s)
 			}
 			delete(l.staged, tx)
 		})
@@ -95,18 +88,4 @@ func (l *latestSnapshots) stage(tx store.Tx, envID string, s *latestSnapshot) {
 		})
 	}
 	l.staged[tx][envID] = s
-}
-
-// put keeps s as env's latest snapshot, evicting the least recently used environments past
-// the budget. The caller holds mu.
-func (l *latestSnapshots) put(envID string, s *latestSnapshot) {
-	l.byEnv.Remove(envID)
-	if len(s.arts) > l.budget {
-		return
-	}
-	l.byEnv.Add(envID, s)
-	l.held += len(s.arts)
-	for l.held > l.budget {
-		l.byEnv.RemoveOldest()
-	}
 }

@@ -59,14 +59,8 @@ func TestSnapshotCarryMatchesFullRecompute(t *testing.T) {
 		both(func(e *contract.Envelope) {
 			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
 		})
-		w, err := warm.st.LatestSnapshot(context.Background(), "env-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := cold.st.LatestSnapshot(context.Background(), "env-1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, _ := warm.latest(t, "env-1")
+		c, _ := cold.latest(t, "env-1")
 		if w.Index != round || c.Index != round {
 			t.Fatalf("%s: snapshots %d and %d, want %d", what, w.Index, c.Index, round)
 		}
@@ -166,6 +160,7 @@ func TestSnapshotCarryMatchesFullRecompute(t *testing.T) {
 	report("the policy detached")
 }
 
+// show is a *bool as "true", "false" or "null".
 func show(b *bool) string {
 	if b == nil {
 		return "null"
@@ -245,14 +240,8 @@ func TestSnapshotsOfABatch(t *testing.T) {
 	}
 	batch(report(0, 1), report(1, 2), report(1, 2, 3))
 	batch(report(2, 3), fails, report(0, 3))
-	w, err := warm.st.LatestSnapshot(context.Background(), "env-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cold.st.LatestSnapshot(context.Background(), "env-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := warm.latest(t, "env-1")
+	c, _ := cold.latest(t, "env-1")
 	if w.Index != 5 || w.Index != c.Index || string(w.Artifacts) != string(c.Artifacts) {
 		t.Errorf("after the batches: snapshot %d %s, taken anew %d %s", w.Index, w.Artifacts, c.Index, c.Artifacts)
 	}
@@ -324,14 +313,7 @@ func (f *envFixture) saveUnmarked(t *testing.T) {
 // states answers the state of its trail each artifact of env-1's latest snapshot shows.
 func (f *envFixture) states(t *testing.T) map[string]string {
 	t.Helper()
-	s, err := f.st.LatestSnapshot(context.Background(), "env-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var arts []SnapshotArtifact
-	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
-		t.Fatal(err)
-	}
+	_, arts := f.latest(t, "env-1")
 	out := map[string]string{}
 	for _, a := range arts {
 		if len(a.Flows) > 0 {

@@ -62,16 +62,7 @@ func (f *envFixture) state(tb testing.TB, envID string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := f.st.LatestSnapshot(context.Background(), envID)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	show := func(b *bool) string {
-		if b == nil {
-			return "null"
-		}
-		return fmt.Sprint(*b)
-	}
+	s, _ := f.latest(tb, envID)
 	return show(env.State) + "/" + show(s.Compliant)
 }
 
@@ -193,14 +184,7 @@ func TestUnchangedArtifactsKeepTheirEvaluations(t *testing.T) {
 	if n := evals(); n != 9 {
 		t.Errorf("%d evaluations for the current verdicts, want 9", n)
 	}
-	s, err := f.st.LatestSnapshot(context.Background(), "env-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var arts []SnapshotArtifact
-	if err := json.Unmarshal(s.Artifacts, &arts); err != nil {
-		t.Fatal(err)
-	}
+	_, arts := f.latest(t, "env-1")
 	for _, a := range arts {
 		v := after[a.Name]
 		if a.PolicyVerdict == nil || a.PolicyVerdict.InputHash != v.InputHash || a.PolicyVerdict.Compliant != v.Compliant {

@@ -185,6 +185,20 @@ func publish(t *testing.T, p *Peers, scopes ...string) {
 	done()
 }
 
+// publishing publishes scopes of "acme" in the background, as publish does; the channel gets its
+// error once it is answered.
+func publishing(p *Peers, scopes ...string) <-chan error {
+	answered := make(chan error, 1)
+	go func() {
+		done, err := p.Publishing(context.Background(), "acme", scopes...)
+		if err == nil {
+			done()
+		}
+		answered <- err
+	}()
+	return answered
+}
+
 // runOut lets p's mark of "acme" run out (its lease, shortened here, passes without a renewal)
 // and removes it with its scopes, as a reader that caught up with it would.
 func runOut(t *testing.T, st *fakePeerStore, p *Peers) {
@@ -521,18 +535,10 @@ func TestPeersRemarkAfterLeaseRanOut(t *testing.T) {
 func TestPeersRecordedScopesDoNotWait(t *testing.T) {
 	st := newFakePeerStore()
 	p := newTestPeers(st, "a", nil)
-	ctx := context.Background()
 	publish(t, p, "t1")
 	gate := make(chan struct{})
 	st.set(func() { st.gate = gate })
-	second := make(chan error, 1)
-	go func() {
-		done, err := p.Publishing(ctx, "acme", "t2") // a new scope: held at the store
-		if err == nil {
-			done()
-		}
-		second <- err
-	}()
+	second := publishing(p, "t2") // a new scope: held at the store
 	waitFor(t, "the new scope's store write to start", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -592,14 +598,7 @@ func TestPeersWriteDuringScopeRemoval(t *testing.T) {
 		}
 	}()
 	waitFor(t, "t1's removal to start", removing)
-	answered := make(chan error, 1)
-	go func() {
-		done, err := p.Publishing(ctx, "acme", "t1")
-		if err == nil {
-			done()
-		}
-		answered <- err
-	}()
+	answered := publishing(p, "t1")
 	waitFor(t, "the write of t1 to start", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
