@@ -20,7 +20,7 @@ type PeerStore interface {
 	ClearInFlight(ctx context.Context, orgID, process string) error
 	ClearScopesInFlight(ctx context.Context, orgID, process string, scopes []string) error
 	InFlight(ctx context.Context, orgID string) ([]store.InFlightMark, error)
-	InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]string, error)
+	InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]store.InFlightScope, error)
 	ClearExpiredInFlight(ctx context.Context, orgID, process string, before float64) error
 	Positions(ctx context.Context, topic string) (map[int32]int64, error)
 	PendingEvaluations(ctx context.Context, orgID string) ([]store.DirtyTrail, error)
@@ -71,8 +71,9 @@ type PeersConfig struct {
 //
 // A read first looks for marks of its organization from other processes. If there are some and
 // the read depends on part of the organization only, it asks whether any of them holds one of
-// the read's scopes or "" (one query, after the read started, so it sees every scope recorded
-// before a write was answered); if none does, nothing it depends on is in flight there. Else it
+// the read's scopes or "" (a query sent after the read started, so it sees every scope recorded
+// before a write was answered; the reads that start while one is under way share the next,
+// scopeAsks); if none does, nothing it depends on is in flight there. Else it
 // takes the bus's end offsets (one ListOffsets request) and waits until the evaluator's recorded
 // positions reach them: every message acknowledged before the read is then applied. Then it
 // waits until the organization's trails that were dirty at that moment are evaluated at the
@@ -91,9 +92,9 @@ type Peers struct {
 	cfg     PeersConfig
 	tracker *Tracker // this process's writes; set by Track
 
-	mu     sync.Mutex
-	marks  map[string]*peerMark
-	looked map[string]*sharedQuery[[]store.InFlightMark] // organization -> its looks for marks
+	mu    sync.Mutex
+	marks map[string]*peerMark
+	reads map[string]*orgReads // organization -> the store queries its reads share
 
 	// The bus's ends and the evaluator's positions, asked once for the reads waiting together.
 	ends      sharedQuery[map[int32]int64]
@@ -172,7 +173,7 @@ func NewPeers(cfg PeersConfig) *Peers {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Peers{cfg: cfg, marks: map[string]*peerMark{}, looked: map[string]*sharedQuery[[]store.InFlightMark]{}}
+	return &Peers{cfg: cfg, marks: map[string]*peerMark{}, reads: map[string]*orgReads{}}
 }
 
 // Publishing makes sure org is marked, with scopes (those of the write: see
@@ -462,39 +463,53 @@ func (p *Peers) Wait(ctx context.Context, org string, scopes []string, deadline 
 // upgrade). It asks the store after the read started, so it sees every scope recorded before a
 // write was answered. A failure to ask counts as held: the read then waits for everything.
 func (p *Peers) holdScopes(ctx context.Context, org string, scopes []string) bool {
-	holders, err := p.cfg.Store.InFlightScopes(ctx, org, append(slices.Clip(scopes), ""))
+	held, err := p.orgReads(org).scopes.ask(ctx, append(slices.Clip(scopes), ""),
+		func(ctx context.Context, all []string) ([]store.InFlightScope, error) {
+			return p.cfg.Store.InFlightScopes(ctx, org, all)
+		})
 	if err != nil {
 		if ctx.Err() == nil {
 			p.cfg.Log.Warn("read-after-write: reading the scopes of writes in flight failed; waiting for all of them", "org", org, "err", err)
 		}
 		return true
 	}
-	for _, h := range holders {
-		if h != p.cfg.Process {
+	for _, h := range held { // the answer may cover other reads' scopes too
+		if h.Process != p.cfg.Process && (h.Every || h.Scope == "" || slices.Contains(scopes, h.Scope)) {
 			return true
 		}
 	}
 	return false
 }
 
-// lookMarks returns org's marks as a query answered that started after readStart-markNotice:
-// the latest one when it did, else a new one, shared with the reads that start meanwhile.
-func (p *Peers) lookMarks(ctx context.Context, org string, readStart time.Time) ([]store.InFlightMark, error) {
+// orgReads are the store queries the reads of one organization share.
+type orgReads struct {
+	marks  sharedQuery[[]store.InFlightMark] // the looks for marks
+	scopes scopeAsks                         // which scopes other processes hold
+}
+
+// orgReads returns org's shared queries, made if needed.
+func (p *Peers) orgReads(org string) *orgReads {
 	p.mu.Lock()
-	q := p.looked[org]
-	if q == nil {
-		if len(p.looked) >= maxLooked {
-			for o, old := range p.looked { // organizations not read lately need no entry
-				if old.idle(time.Now().Add(-time.Second)) {
-					delete(p.looked, o)
+	defer p.mu.Unlock()
+	o := p.reads[org]
+	if o == nil {
+		if len(p.reads) >= maxOrgReads {
+			for other, old := range p.reads { // organizations not read lately need no entry
+				if old.marks.idle(time.Now().Add(-time.Second)) {
+					delete(p.reads, other)
 				}
 			}
 		}
-		q = &sharedQuery[[]store.InFlightMark]{}
-		p.looked[org] = q
+		o = &orgReads{}
+		p.reads[org] = o
 	}
-	p.mu.Unlock()
-	r, err := q.get(ctx, readStart.Add(-markNotice), func(ctx context.Context) ([]store.InFlightMark, error) {
+	return o
+}
+
+// lookMarks returns org's marks as a query answered that started after readStart-markNotice:
+// the latest one when it did, else a new one, shared with the reads that start meanwhile.
+func (p *Peers) lookMarks(ctx context.Context, org string, readStart time.Time) ([]store.InFlightMark, error) {
+	r, err := p.orgReads(org).marks.get(ctx, readStart.Add(-markNotice), func(ctx context.Context) ([]store.InFlightMark, error) {
 		return p.cfg.Store.InFlight(ctx, org)
 	})
 	if err != nil {
@@ -503,8 +518,9 @@ func (p *Peers) lookMarks(ctx context.Context, org string, readStart time.Time) 
 	return r.val, nil
 }
 
-// maxLooked is the size from which lookMarks drops the looks of organizations not read lately.
-const maxLooked = 4096
+// maxOrgReads is the number of organizations from which orgReads drops the shared queries of
+// those not read lately.
+const maxOrgReads = 4096
 
 // catchUp waits until every message on the bus when the read started is applied, and then the
 // trails of org dirty at that moment are evaluated; false when the deadline or ctx ended it

@@ -16,19 +16,21 @@ import (
 
 // fakePeerStore keeps marks, positions and dirty trails in memory and counts the calls.
 type fakePeerStore struct {
-	mu         sync.Mutex
-	marks      map[[2]string]float64  // (org, process) -> until
-	scopes     map[[2]string][]string // (org, process) -> the scopes recorded under the mark
-	positions  map[int32]int64
-	dirty      map[string]int64 // trail -> generation (all of org "acme")
-	evaluated  map[string]int64 // trail -> evaluated generation
-	writes     int              // MarkInFlight calls
-	looks      int              // InFlight calls
-	scopeLooks int              // InFlightScopes calls
-	gate       chan struct{}    // when set, MarkInFlight waits for it
-	clearGate  chan struct{}    // when set, ClearScopesInFlight waits for it
-	clears     int              // ClearScopesInFlight calls
-	asked      []map[string]int64
+	mu          sync.Mutex
+	marks       map[[2]string]float64  // (org, process) -> until
+	scopes      map[[2]string][]string // (org, process) -> the scopes recorded under the mark
+	positions   map[int32]int64
+	dirty       map[string]int64 // trail -> generation (all of org "acme")
+	evaluated   map[string]int64 // trail -> evaluated generation
+	writes      int              // MarkInFlight calls
+	looks       int              // InFlight calls
+	scopeLooks  int              // InFlightScopes calls
+	gate        chan struct{}    // when set, MarkInFlight waits for it
+	clearGate   chan struct{}    // when set, ClearScopesInFlight waits for it
+	clears      int              // ClearScopesInFlight calls
+	scopeGate   chan struct{}    // when set, InFlightScopes waits for it (after it was called)
+	scopesAsked [][]string       // the scopes of each InFlightScopes call, sorted
+	asked       []map[string]int64
 }
 
 func newFakePeerStore() *fakePeerStore {
@@ -71,15 +73,30 @@ func (f *fakePeerStore) ClearScopesInFlight(_ context.Context, org, process stri
 	return nil
 }
 
-func (f *fakePeerStore) InFlightScopes(_ context.Context, org string, scopes []string) ([]string, error) {
+func (f *fakePeerStore) InFlightScopes(_ context.Context, org string, scopes []string) ([]store.InFlightScope, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	gate := f.scopeGate
 	f.scopeLooks++
-	var out []string
+	f.scopesAsked = append(f.scopesAsked, slices.Sorted(slices.Values(scopes)))
+	defer func() {
+		if gate != nil { // answered later, as of when it was asked, as a statement's snapshot is
+			<-gate
+		}
+	}()
+	defer f.mu.Unlock()
+	var out []store.InFlightScope
 	for k := range f.marks {
+		if k[0] != org {
+			continue
+		}
 		held := f.scopes[k]
-		if k[0] == org && (len(held) == 0 || slices.ContainsFunc(held, func(sc string) bool { return slices.Contains(scopes, sc) })) {
-			out = append(out, k[1])
+		if len(held) == 0 {
+			out = append(out, store.InFlightScope{Process: k[1], Every: true})
+		}
+		for _, sc := range held {
+			if slices.Contains(scopes, sc) {
+				out = append(out, store.InFlightScope{Process: k[1], Scope: sc})
+			}
 		}
 	}
 	return out, nil
@@ -166,6 +183,13 @@ func (f *fakePeerStore) set(do func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	do()
+}
+
+// calls reads a count under the lock.
+func (f *fakePeerStore) calls(count func() int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return count()
 }
 
 func newTestPeers(st PeerStore, process string, ends func(context.Context) (map[int32]int64, error)) *Peers {

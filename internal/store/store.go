@@ -459,12 +459,23 @@ type Progress interface {
 	ClearScopesInFlight(ctx context.Context, orgID, process string, scopes []string) error
 	// InFlight lists the marks of orgID.
 	InFlight(ctx context.Context, orgID string) ([]InFlightMark, error)
-	// InFlightScopes lists the processes whose marks of orgID hold any of scopes, or no scope
-	// at all (a mark made by a build that did not record scopes: its writes may be of any).
-	InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]string, error)
+	// InFlightScopes lists which of scopes the marks of orgID hold, by process, and the marks
+	// that hold no scope at all (a mark made by a build that did not record scopes: its writes
+	// may be of any).
+	InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]InFlightScope, error)
 	// ClearExpiredInFlight removes process's mark of orgID, with its scopes, if it ran out
 	// before the time given (the process stopped renewing it).
 	ClearExpiredInFlight(ctx context.Context, orgID, process string, before float64) error
+}
+
+// InFlightScope says an ingest process's mark of an organization holds a scope: it may have
+// writes of it in flight.
+type InFlightScope struct {
+	Process string
+	Scope   string // "" for writes that name no scope
+	// Every: the mark records no scope at all (made by a build before scopes); it holds every
+	// scope, and Scope is "".
+	Every bool
 }
 
 // InFlightMark says an ingest process has writes of an organization in flight.

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -98,28 +99,30 @@ func (s *Store) ClearExpiredInFlight(ctx context.Context, orgID, process string,
 
 // InFlightScopes also answers the marks that hold no scope at all: those of a build before
 // scopes were recorded (a rolling upgrade), whose writes may be of any scope.
-func (s *Store) InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]string, error) {
+func (s *Store) InFlightScopes(ctx context.Context, orgID string, scopes []string) ([]store.InFlightScope, error) {
 	if len(scopes) == 0 {
 		return nil, nil
 	}
-	var out []string
+	var out []store.InFlightScope
 	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(scopes))), 1, func(part []string) error {
-		rows, err := s.reader().rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT w.process FROM writes_in_flight w
-			WHERE w.org_id = ? AND (EXISTS (SELECT 1 FROM writes_in_flight_scopes s WHERE s.org_id = w.org_id
-			AND s.process = w.process AND s.scope IN (`+placeholders(len(part))+`)) OR NOT EXISTS (SELECT 1
-			FROM writes_in_flight_scopes s WHERE s.org_id = w.org_id AND s.process = w.process))`,
-			append([]any{orgID}, anys(part)...)...)
+		rows, err := s.reader().rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT w.process, s.scope FROM writes_in_flight w
+			LEFT JOIN writes_in_flight_scopes s ON s.org_id = w.org_id AND s.process = w.process AND s.scope IN (`+
+			placeholders(len(part))+`) WHERE w.org_id = ? AND (s.scope IS NOT NULL OR NOT EXISTS (SELECT 1
+			FROM writes_in_flight_scopes x WHERE x.org_id = w.org_id AND x.process = w.process))`,
+			append(anys(part), orgID)...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var p string
-			if err := rows.Scan(&p); err != nil {
+			var h store.InFlightScope
+			var sc sql.NullString
+			if err := rows.Scan(&h.Process, &sc); err != nil {
 				return err
 			}
-			if !slices.Contains(out, p) {
-				out = append(out, p)
+			h.Scope, h.Every = sc.String, !sc.Valid
+			if !slices.Contains(out, h) { // a mark with no scope answers every part
+				out = append(out, h)
 			}
 		}
 		return rows.Err()

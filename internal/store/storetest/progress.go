@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -65,10 +66,19 @@ func testInFlight(t *testing.T, e *env) {
 
 // testInFlightScopes: the scopes recorded under the marks, which go with them.
 func testInFlightScopes(t *testing.T, e *env) {
+	// holders checks the answer as "process:scope" items, "process:*" for a mark of every scope.
 	holders := func(org string, scopes []string, want ...string) {
 		t.Helper()
-		got, err := e.s.InFlightScopes(e.ctx, org, scopes)
+		held, err := e.s.InFlightScopes(e.ctx, org, scopes)
 		must(t, "InFlightScopes", err)
+		var got []string
+		for _, h := range held {
+			if h.Every {
+				got = append(got, h.Process+":*")
+			} else {
+				got = append(got, h.Process+":"+h.Scope)
+			}
+		}
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Errorf("InFlightScopes(%s, %q) = %q, want %q", org, scopes, got, want)
@@ -78,29 +88,34 @@ func testInFlightScopes(t *testing.T, e *env) {
 	holders("org-1", nil)
 	// A mark with no scope (made by a build before scopes) holds every scope.
 	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "old", 100, nil))
-	holders("org-1", []string{"t1"}, "old")
+	holders("org-1", []string{"t1"}, "old:*")
+	many := make([]string, 200) // asked in parts: the mark of every scope answered once
+	for i := range many {
+		many[i] = fmt.Sprintf("t%d", i)
+	}
+	holders("org-1", many, "old:*")
 	must(t, "ClearInFlight", e.s.ClearInFlight(e.ctx, "org-1", "old"))
 	holders("org-1", []string{"t1"})
 	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p1", 100, []string{"t1", "fp1"}))
 	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p1", 100, []string{"t1", "t2"})) // t1 again: no error
 	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-1", "p2", 50, []string{""}))          // a write naming no scope
 	must(t, "MarkInFlight", e.s.MarkInFlight(e.ctx, "org-2", "p3", 100, []string{"t1"}))
-	holders("org-1", []string{"t1"}, "p1")
-	holders("org-1", []string{"fp1", "t9"}, "p1")
+	holders("org-1", []string{"t1"}, "p1:t1")
+	holders("org-1", []string{"fp1", "t9"}, "p1:fp1")
 	holders("org-1", []string{"t9"})
-	holders("org-1", []string{"t9", ""}, "p2")
-	holders("org-1", []string{"t1", "t2", ""}, "p1", "p2")
-	holders("org-2", []string{"t1", "t1"}, "p3")
+	holders("org-1", []string{"t9", ""}, "p2:")
+	holders("org-1", []string{"t1", "t2", ""}, "p1:t1", "p1:t2", "p2:")
+	holders("org-2", []string{"t1", "t1"}, "p3:t1")
 	// Scopes cleared under a mark that stays; the mark's other scopes stay.
 	must(t, "ClearScopesInFlight", e.s.ClearScopesInFlight(e.ctx, "org-1", "p1", []string{"t1", "fp1"}))
 	holders("org-1", []string{"t1", "fp1"})
-	holders("org-1", []string{"t2"}, "p1")
+	holders("org-1", []string{"t2"}, "p1:t2")
 	// A mark cleared, or cleared as expired, takes its scopes with it.
 	must(t, "ClearExpiredInFlight", e.s.ClearExpiredInFlight(e.ctx, "org-1", "p1", 50)) // not expired
-	holders("org-1", []string{"t2"}, "p1")
+	holders("org-1", []string{"t2"}, "p1:t2")
 	must(t, "ClearExpiredInFlight", e.s.ClearExpiredInFlight(e.ctx, "org-1", "p2", 60))
 	holders("org-1", []string{""})
 	must(t, "ClearInFlight", e.s.ClearInFlight(e.ctx, "org-1", "p1"))
 	holders("org-1", []string{"t1", "t2", "fp1", ""})
-	holders("org-2", []string{"t1"}, "p3")
+	holders("org-2", []string{"t1"}, "p3:t1")
 }
