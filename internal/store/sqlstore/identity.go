@@ -256,6 +256,9 @@ func (s *Store) Wipe(ctx context.Context) error {
 	if s.trailCounts != nil {
 		defer s.trailCounts.reset() // after the delete: a count between would keep the old rows
 	}
+	if s.trailPages != nil {
+		defer s.trailPages.reset() // after the delete, as the counts
+	}
 	return s.Update(ctx, func(tx store.Tx) error {
 		t := tx.(*txn)
 		for _, stmt := range slices.Concat(schemaStatements, policyStatements, addedTables) {

@@ -41,7 +41,7 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8) // keep them: reopening a SQLite connection is costly
-	s := &Store{d: sqliteDialect, w: w, r: r, wstmts: newStmtCache(w), rstmts: newStmtCache(r), trailCounts: newTrailCounts()}
+	s := &Store{d: sqliteDialect, w: w, r: r, wstmts: newStmtCache(w), rstmts: newStmtCache(r), trailCounts: newTrailCounts(), trailPages: newTrailPages()}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err

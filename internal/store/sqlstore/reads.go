@@ -19,6 +19,9 @@ type reads struct {
 	q querier
 	// counts, when set, answers the totals of trail lists (the read pool; see trailCounts).
 	counts *trailCounts
+	// pages, when set, finds where deep pages of a flow's trails start (the read pool; see
+	// trailPages).
+	pages *trailPages
 }
 
 func (r reads) row(ctx context.Context, q string, args ...any) rowScanner {
@@ -361,10 +364,22 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 		where += ` AND id IN (SELECT trail_id FROM artifacts WHERE org_id = ? AND fingerprint = ?)`
 		args = append(args, orgID, f.Fingerprint)
 	}
-	total := 0
+	deep := f.FlowIDs != nil && f.Fingerprint == "" && f.Page.Page > 1 && f.Page.PerPage > 0
+	// One flow's deep page starts walking at the nearest anchor before it (trailPages), which
+	// also tells the flow's total.
+	var place pagePlace
+	anchored := false
 	var err error
+	if deep && r.pages != nil && len(f.FlowIDs) == 1 && f.FlowIDs[0] != "" {
+		if place, anchored, err = r.pages.seek(ctx, r, orgID, f.FlowIDs[0], (f.Page.Page-1)*f.Page.PerPage); err != nil {
+			return nil, 0, err
+		}
+	}
+	total := 0
 	switch {
 	case f.NoTotal:
+	case anchored:
+		total = place.total
 	case r.counts != nil && f.Fingerprint == "" && (f.FlowIDs == nil || len(f.FlowIDs) == 1 && f.FlowIDs[0] != ""):
 		flow := ""
 		if f.FlowIDs != nil {
@@ -378,13 +393,20 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 		return nil, 0, err
 	}
 	q := `SELECT ` + trailCols + ` FROM trails ` + where + ` ORDER BY created_at DESC, id` + pageClause(f.Page)
-	if f.FlowIDs != nil && f.Fingerprint == "" && f.Page.Page > 1 && f.Page.PerPage > 0 {
+	if deep {
 		// A deep page of flows' trails: the rows skipped are walked in trails_flow alone (it holds
 		// every column the subquery reads), and only the page's rows are read from the table.
-		q = `SELECT ` + trailCols + ` FROM trails WHERE id IN (SELECT id FROM trails ` + where +
-			` ORDER BY created_at DESC, id` + pageClause(f.Page) + `) ORDER BY created_at DESC, id`
+		page := `SELECT id FROM trails ` + where + ` ORDER BY created_at DESC, id` + pageClause(f.Page)
+		if anchored {
+			// One statement for every anchored page (kept prepared): planning it was a fifth of
+			// the page's time on PostgreSQL.
+			page = `SELECT id FROM trails ` + where + ` AND created_at <= ? AND (created_at < ? OR id >= ?)
+				ORDER BY created_at DESC, id LIMIT ? OFFSET ?`
+			args = append(args, place.from.createdAt, place.from.createdAt, place.from.id, f.Page.PerPage, place.skip)
+		}
+		q = `SELECT ` + trailCols + ` FROM trails WHERE id IN (` + page + `) ORDER BY created_at DESC, id`
 	}
-	rows, err := r.rows(ctx, oneOffIf(f.FlowIDs != nil)+q, args...)
+	rows, err := r.rows(ctx, oneOffIf(f.FlowIDs != nil && !anchored)+q, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlstore: list trails: %w", err)
 	}

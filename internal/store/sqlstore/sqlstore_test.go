@@ -25,7 +25,9 @@ const defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 
 func TestSQLite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return openSQLite(t, filepath.Join(t.TempDir(), "veritrail.db"))
+		s := openSQLite(t, filepath.Join(t.TempDir(), "veritrail.db"))
+		sqlstore.RetakePageAnchorsAtOnce(s)
+		return s
 	})
 }
 
@@ -123,6 +125,7 @@ func TestPostgres(t *testing.T) {
 				t.Errorf("Close: %v", err)
 			}
 		})
+		sqlstore.RetakePageAnchorsAtOnce(s)
 		return s
 	})
 }

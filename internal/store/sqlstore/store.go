@@ -34,6 +34,8 @@ type Store struct {
 	ckptDB *sql.DB
 	// trailCounts keeps the totals of trail lists between reads.
 	trailCounts *trailCounts
+	// trailPages keeps where deep pages of flows' trail lists start.
+	trailPages *trailPages
 }
 
 // Statements is how many statements (round trips) the store has sent so far.
@@ -72,7 +74,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 func (s *Store) reader() reads {
-	return reads{d: s.d, q: querier{stmts: s.rstmts, count: &s.sent}, counts: s.trailCounts}
+	return reads{d: s.d, q: querier{stmts: s.rstmts, count: &s.sent}, counts: s.trailCounts, pages: s.trailPages}
 }
 
 // Update runs fn in one transaction.

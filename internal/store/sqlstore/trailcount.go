@@ -10,7 +10,7 @@ import (
 // up to where, so that the next total counts only the trails inserted since: COUNT(*) over an
 // organization's trails grew with the store (8 ms at 100,000 trails on SQLite, the whole of a
 // list's time). Exact because trails are never deleted (Wipe clears the counts) and the mark
-// is one no later snapshot can see a new trail below: on SQLite the last rowid counted (one
+// is one no later snapshot can see a new trail below: on SQLite the table's last rowid then (one
 // writer inserts rowids in commit order), on PostgreSQL the snapshot's xmin over the trails'
 // inserting transactions (countPostgres).
 type trailCounts struct {
@@ -45,15 +45,18 @@ func (c *trailCounts) count(ctx context.Context, r reads, orgID, flow string) (i
 	if r.d.name == postgresDialect.name {
 		return c.countPostgres(ctx, r, key, mark)
 	}
-	// The first count walks the organization's (or flow's) index, which holds the rowids too.
-	q := `SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM trails WHERE org_id = ?`
+	// The first count walks the organization's (or flow's) index. The mark is the table's last
+	// rowid, read in the same statement: a later count walks only the rows inserted since, not
+	// every row after the flow's last trail (a quiet flow's in a busy store).
+	const last = `(SELECT COALESCE(MAX(rowid), 0) FROM trails)`
+	q := `SELECT COUNT(*), ` + last + ` FROM trails WHERE org_id = ?`
 	args := []any{orgID}
 	if flow != "" {
 		q += ` AND flow_id = ?`
 		args = append(args, flow)
 	}
 	if mark.rowid > 0 {
-		q = `SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM trails WHERE rowid > ? AND +org_id = ?`
+		q = `SELECT COUNT(*), ` + last + ` FROM trails WHERE rowid > ? AND +org_id = ?`
 		args = []any{mark.rowid, orgID}
 		if flow != "" {
 			q += ` AND +flow_id = ?`
@@ -61,16 +64,16 @@ func (c *trailCounts) count(ctx context.Context, r reads, orgID, flow string) (i
 		}
 	}
 	var n int
-	var last int64
-	if err := r.row(ctx, q, args...).Scan(&n, &last); err != nil {
+	var upTo int64
+	if err := r.row(ctx, q, args...).Scan(&n, &upTo); err != nil {
 		return 0, fmt.Errorf("sqlstore: count trails: %w", err)
 	}
 	total := mark.n + n
-	if n > 0 {
+	if upTo > mark.rowid {
 		c.mu.Lock()
 		// A reader on an older snapshot counted fewer rows up to a lower rowid: keep the newest.
-		if cur := c.m[key]; last > cur.rowid {
-			c.m[key] = trailCountMark{n: total, rowid: last}
+		if cur := c.m[key]; upTo > cur.rowid {
+			c.m[key] = trailCountMark{n: total, rowid: upTo}
 		}
 		c.mu.Unlock()
 	}

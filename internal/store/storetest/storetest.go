@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Positions", testPositions},
 		{"InFlight", testInFlight},
 		{"InFlightScopes", testInFlightScopes},
+		{"TrailPages", testTrailPages},
 		{"Rollback", testRollback},
 		{"RollbackOnPanic", testRollbackOnPanic},
 		{"Tenancy", testTenancy},

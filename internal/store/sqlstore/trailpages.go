@@ -1,0 +1,182 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// trailPages keeps, per flow, every anchorEvery-th trail of its list (newest first) with its
+// position, so that a deep page of the list starts walking at the nearest anchor before it
+// instead of at the head: SQLite's OFFSET steps through every index entry it skips, and a
+// flow's middle page at 1M attestations skipped 2,500 (1.9x its time at 10k). Trails are never
+// deleted (Wipe resets this) and their created_at never changes, so an anchor's position moves
+// only by the trails inserted since it was taken: those after the table's last rowid then (one
+// writer inserts rowids in commit order), read with each deep page, which also give the flow's
+// total. Once there are more than anchorEvery of them, the anchors are taken again.
+//
+// SQLite only: PostgreSQL skips index-only entries at about 0.1 us each, and there the
+// anchors' extra statement cost more than the walk they saved (measured at 300k attestations).
+type trailPages struct {
+	mu     sync.Mutex
+	m      map[trailCountKey]*pageAnchors // flow is never ""
+	retake time.Duration                  // retakeAfter; tests set 0
+}
+
+// anchorEvery is the distance between anchors: a deep page skips fewer than this many trails
+// before its first, beyond those inserted since the anchors were taken.
+const anchorEvery = 256
+
+// retakeAfter is how long anchors are kept at least, however many trails were inserted since,
+// so that a flow written to fast is walked at most once a second.
+const retakeAfter = time.Second
+
+// maxAnchoredFlows bounds the flows kept; past it the map starts again (a re-walk per flow).
+const maxAnchoredFlows = 4096
+
+// pageAnchors are one flow's anchors, as of mark.
+type pageAnchors struct {
+	keys  []trailKey // keys[i] is the trail at position i*anchorEvery among those up to mark
+	n     int        // the trails up to mark
+	mark  int64      // the table's last rowid when they were taken
+	taken time.Time
+}
+
+// trailKey is a trail's place in a list: created_at descending, then id.
+type trailKey struct {
+	createdAt float64
+	id        string
+}
+
+func newTrailPages() *trailPages {
+	return &trailPages{m: map[trailCountKey]*pageAnchors{}, retake: retakeAfter}
+}
+
+// reset forgets every anchor (the trails were wiped).
+func (p *trailPages) reset() {
+	p.mu.Lock()
+	p.m = map[trailCountKey]*pageAnchors{}
+	p.mu.Unlock()
+}
+
+// pagePlace is where a deep page starts: walk the list from the anchor, skipping skip trails
+// (the anchor's row counts as the first). With it comes the flow's total, which the anchors and
+// the trails inserted since tell exactly: the page needs no count of its own.
+type pagePlace struct {
+	from  trailKey
+	skip  int
+	total int
+}
+
+// seek returns where the flow's list reaches offset. ok is false when the offset is near the
+// head (walked as it is) or the flow has no anchor before it.
+func (p *trailPages) seek(ctx context.Context, r reads, org, flow string, offset int) (place pagePlace, ok bool, err error) {
+	if offset < anchorEvery {
+		return pagePlace{}, false, nil
+	}
+	key := trailCountKey{org, flow}
+	p.mu.Lock()
+	a := p.m[key]
+	p.mu.Unlock()
+	var recent []trailKey
+	if a != nil {
+		if recent, err = p.since(ctx, r, key, a.mark); err != nil {
+			return pagePlace{}, false, err
+		}
+	}
+	if a == nil || len(recent) > anchorEvery && time.Since(a.taken) >= p.retake {
+		if a, err = p.take(ctx, r, key); err != nil || len(a.keys) == 0 {
+			return pagePlace{}, false, err
+		}
+		if recent, err = p.since(ctx, r, key, a.mark); err != nil {
+			return pagePlace{}, false, err
+		}
+	}
+	// The anchors' positions now: their own, plus the recent trails before each.
+	slices.SortFunc(recent, compareKeys)
+	best, bestPos := -1, 0
+	for i, k := range a.keys {
+		pos := i*anchorEvery + countBefore(recent, k)
+		if pos > offset {
+			break
+		}
+		best, bestPos = i, pos
+	}
+	if best < 0 {
+		return pagePlace{}, false, nil
+	}
+	return pagePlace{from: a.keys[best], skip: offset - bestPos, total: a.n + len(recent)}, true, nil
+}
+
+// compareKeys orders keys as the list does.
+func compareKeys(a, b trailKey) int {
+	if c := cmp.Compare(b.createdAt, a.createdAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// countBefore counts the keys of sorted that come before k.
+func countBefore(sorted []trailKey, k trailKey) int {
+	n, _ := slices.BinarySearchFunc(sorted, k, compareKeys)
+	return n
+}
+
+// take walks the flow's list (from its index) and keeps every anchorEvery-th trail, with the
+// table's last rowid, in one statement: the trails read as recent later are those inserted
+// after the walk, in any flow, not every trail after the flow's last one.
+func (p *trailPages) take(ctx context.Context, r reads, key trailCountKey) (*pageAnchors, error) {
+	rows, err := r.rows(ctx, `SELECT created_at, id, (SELECT COALESCE(MAX(rowid), 0) FROM trails) FROM trails
+		WHERE flow_id = ? AND org_id = ? ORDER BY created_at DESC, id`, key.flow, key.org)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: trail page anchors: %w", err)
+	}
+	defer rows.Close()
+	a := &pageAnchors{taken: time.Now()}
+	for rows.Next() {
+		var k trailKey
+		if err := rows.Scan(&k.createdAt, &k.id, &a.mark); err != nil {
+			return nil, fmt.Errorf("sqlstore: trail page anchors: %w", err)
+		}
+		if a.n%anchorEvery == 0 {
+			a.keys = append(a.keys, k)
+		}
+		a.n++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: trail page anchors: %w", err)
+	}
+	if a.n == 0 {
+		return a, nil // a flow with no trail yet: no row told the mark, nothing to keep
+	}
+	p.mu.Lock()
+	if len(p.m) >= maxAnchoredFlows {
+		p.m = map[trailCountKey]*pageAnchors{}
+	}
+	p.m[key] = a
+	p.mu.Unlock()
+	return a, nil
+}
+
+// since reads the keys of the flow's trails inserted after mark (a rowid). The unary + keeps
+// SQLite on the rowids (as trailCounts' count does).
+func (p *trailPages) since(ctx context.Context, r reads, key trailCountKey, mark int64) ([]trailKey, error) {
+	rows, err := r.rows(ctx, `SELECT created_at, id FROM trails WHERE rowid > ? AND +flow_id = ? AND +org_id = ?`,
+		mark, key.flow, key.org)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: trails after the page anchors: %w", err)
+	}
+	defer rows.Close()
+	var out []trailKey
+	for rows.Next() {
+		var k trailKey
+		if err := rows.Scan(&k.createdAt, &k.id); err != nil {
+			return nil, fmt.Errorf("sqlstore: trails after the page anchors: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
