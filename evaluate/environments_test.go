@@ -89,9 +89,7 @@ func (f *envFixture) report(tb testing.TB, n, shift int) {
 	for i := range n {
 		insts[i] = contract.RunningInstance{Name: fmt.Sprint("app-", i), Fingerprint: fp((i + shift) % max(n, 1)), CreationTimestamp: 1}
 	}
-	f.handle(tb, func(e *contract.Envelope) {
-		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
-	})
+	f.handle(tb, runningIn(insts...))
 }
 
 // TestSnapshotRoundTripsDoNotGrow: applying a 1,000-artifact snapshot costs no more
@@ -158,9 +156,7 @@ func BenchmarkApplySnapshot1000OneChanged(b *testing.B) {
 			insts[j] = contract.RunningInstance{Name: fmt.Sprint("app-", j), Fingerprint: fp(j), CreationTimestamp: 1}
 		}
 		insts[0].Fingerprint = fp(1000 * ((i + 1) % 2)) // alternate one artifact between two builds, starting with the new one
-		f.handle(b, func(e *contract.Envelope) {
-			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
-		})
+		f.handle(b, runningIn(insts...))
 	}
 	b.ReportMetric(float64(f.st.Statements()-before)/float64(b.N), "roundtrips/op")
 }

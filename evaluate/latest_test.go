@@ -56,9 +56,7 @@ func TestSnapshotCarryMatchesFullRecompute(t *testing.T) {
 		if round%2 == 1 {
 			insts = append(insts, contract.RunningInstance{Name: "extra", Fingerprint: fp(9), CreationTimestamp: 1})
 		}
-		both(func(e *contract.Envelope) {
-			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
-		})
+		both(runningIn(insts...))
 		w, _ := warm.latest(t, "env-1")
 		c, _ := cold.latest(t, "env-1")
 		if w.Index != round || c.Index != round {
@@ -177,22 +175,13 @@ func TestSnapshotAfterAnotherEvaluator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(fps ...int) func(*contract.Envelope) {
-		return func(e *contract.Envelope) {
-			insts := make([]contract.RunningInstance, len(fps))
-			for i, n := range fps {
-				insts[i] = contract.RunningInstance{Name: fmt.Sprint("app-", n), Fingerprint: fp(n), CreationTimestamp: 1}
-			}
-			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
-		}
-	}
-	f.handle(t, run(0))
-	f.handle(t, run(1))
+	f.handle(t, runningApps(0))
+	f.handle(t, runningApps(1))
 	mine := f.ev
 	f.ev = other
-	f.handle(t, run(2))
+	f.handle(t, runningApps(2))
 	f.ev = mine
-	f.handle(t, run(2, 0))
+	f.handle(t, runningApps(2, 0))
 	evs, _, err := f.st.EnvEvents(context.Background(), "env-1", store.EventFilter{FromIndex: 4, ToIndex: 4, Page: store.Page{Page: 1, PerPage: 10}})
 	if err != nil {
 		t.Fatal(err)
@@ -207,15 +196,6 @@ func TestSnapshotAfterAnotherEvaluator(t *testing.T) {
 // memory, and its messages, applied again one at a time, write what a cold evaluator writes.
 func TestSnapshotsOfABatch(t *testing.T) {
 	warm, cold := newEnvFixture(t, 4), newEnvFixture(t, 4)
-	report := func(fps ...int) func(*contract.Envelope) {
-		return func(e *contract.Envelope) {
-			insts := make([]contract.RunningInstance, len(fps))
-			for i, n := range fps {
-				insts[i] = contract.RunningInstance{Name: fmt.Sprint("app-", n), Fingerprint: fp(n), CreationTimestamp: 1}
-			}
-			e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
-		}
-	}
 	fails := func(e *contract.Envelope) { // no such trail: the batch's transaction fails
 		e.Kind, e.Attestation = contract.KindAttestationReported, &contract.AttestationInput{ID: e.ID, FlowID: "flow-1",
 			TrailName: "no-such-trail", Name: "unit", Type: "junit", IsCompliant: true, Data: json.RawMessage(`{}`)}
@@ -238,8 +218,8 @@ func TestSnapshotsOfABatch(t *testing.T) {
 			_ = ev.Handle(cold.message(t, fill)) // the failing one is set aside
 		}
 	}
-	batch(report(0, 1), report(1, 2), report(1, 2, 3))
-	batch(report(2, 3), fails, report(0, 3))
+	batch(runningApps(0, 1), runningApps(1, 2), runningApps(1, 2, 3))
+	batch(runningApps(2, 3), fails, runningApps(0, 3))
 	w, _ := warm.latest(t, "env-1")
 	c, _ := cold.latest(t, "env-1")
 	if w.Index != 5 || w.Index != c.Index || string(w.Artifacts) != string(c.Artifacts) {
@@ -289,9 +269,7 @@ func (f *envFixture) running2(t *testing.T, extra string) {
 	if extra != "" {
 		insts = append(insts, contract.RunningInstance{Name: extra, Fingerprint: fp(9), CreationTimestamp: 1})
 	}
-	f.handle(t, func(e *contract.Envelope) {
-		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: insts}
-	})
+	f.running(t, insts...)
 }
 
 // saveUnmarked saves trail t1 NON-COMPLIANT, with its artifacts, without marking where they

@@ -26,11 +26,27 @@ func (f *envFixture) watch(tb testing.TB, env string, triggers ...string) {
 	})
 }
 
+// running applies a K8S snapshot of env-1 running items.
 func (f *envFixture) running(tb testing.TB, items ...contract.RunningInstance) {
 	tb.Helper()
-	f.handle(tb, func(e *contract.Envelope) {
+	f.handle(tb, runningIn(items...))
+}
+
+// runningIn fills a K8S snapshot report of env-1 running items.
+func runningIn(items ...contract.RunningInstance) func(*contract.Envelope) {
+	return func(e *contract.Envelope) {
 		e.Kind, e.Snapshot = contract.KindSnapshotReported, &contract.SnapshotReport{EnvID: "env-1", Type: "K8S", Instances: items}
-	})
+	}
+}
+
+// runningApps fills a snapshot report of env-1 running one instance app-N of fingerprint N
+// for each N of ns.
+func runningApps(ns ...int) func(*contract.Envelope) {
+	items := make([]contract.RunningInstance, len(ns))
+	for i, n := range ns {
+		items[i] = contract.RunningInstance{Name: fmt.Sprint("app-", n), Fingerprint: fp(n), CreationTimestamp: 1}
+	}
+	return runningIn(items...)
 }
 
 // pending relays the outbox and decodes what it held.
