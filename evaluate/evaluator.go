@@ -121,12 +121,13 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: template cache: %w", err)
 	}
+	facts := newFactCache(cfg.FactCacheSize)
 	return &Evaluator{
 		cfg:       cfg,
 		d:         d,
 		templates: templates,
-		facts:     newFactCache(cfg.FactCacheSize),
-		policies:  newPolicyJudge(d.Policies, d.Metrics, d.Tracer),
+		facts:     facts,
+		policies:  newPolicyJudge(d.Policies, facts, d.Metrics, d.Tracer),
 		dirty:     map[string]trace.SpanContext{},
 		wake:      make(chan struct{}, 1),
 	}, nil

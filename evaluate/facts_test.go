@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strconv"
 	"sync"
@@ -202,4 +203,57 @@ func TestFactCacheConcurrentReads(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	close(stop)
 	wg.Wait()
+}
+
+// TestFactCacheInTransactionKeepsOnlyCommitted: facts and decision controls read inside a
+// transaction include its own attestations, and are kept only if it commits: a rolled-back
+// decision must not be judged from the cache later.
+func TestFactCacheInTransactionKeepsOnlyCommitted(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c := newFactCache(100)
+	errRollback := errors.New("roll back")
+	decide := func(tx store.Tx, id string) error {
+		return tx.InsertAttestations(ctx, []store.Attestation{{ID: id, OrgID: "org-1", FlowID: "flow-1", TrailID: "trail-1",
+			Name: "release", Type: "decision", IsCompliant: true, Data: json.RawMessage(`{"control":"change-approval"}`), CreatedAt: 1}})
+	}
+	read := func(tx store.Tx, id string) (int, string) {
+		facts, err := c.readIn(ctx, tx, []string{"trail-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		controls, err := c.decisionControlsIn(ctx, tx, []string{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(facts["trail-1"]), controls[id]
+	}
+	err := f.st.Update(ctx, func(tx store.Tx) error {
+		if err := decide(tx, "d-1"); err != nil {
+			return err
+		}
+		if n, control := read(tx, "d-1"); n != 1 || control != "change-approval" {
+			t.Errorf("inside the transaction: %d facts, control %q; want its own decision", n, control)
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+	if _, ok := c.kept.Peek("trail-1"); ok || c.controls.Len() != 0 {
+		t.Fatalf("a rolled-back transaction's reads were kept")
+	}
+	if err := f.st.Update(ctx, func(tx store.Tx) error {
+		if err := decide(tx, "d-2"); err != nil {
+			return err
+		}
+		read(tx, "d-2")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := c.kept.Peek("trail-1")
+	if control, _ := c.controls.Get("d-2"); len(kept.facts) != 1 || kept.facts[0].ID != "d-2" || control != "change-approval" {
+		t.Fatalf("after commit: kept %+v, control %q; want the committed decision", kept.facts, control)
+	}
 }

@@ -32,6 +32,7 @@ import (
 type policyJudge struct {
 	engine  *envpolicy.Engine
 	cache   *policyeval.Cache
+	facts   *factCache // the evaluator's, through which policies read attestations
 	metrics *metrics.Evaluator
 	tracer  trace.Tracer
 	// latest are the environments' latest snapshots this evaluator wrote, which their next
@@ -39,11 +40,11 @@ type policyJudge struct {
 	latest *latestSnapshots
 }
 
-func newPolicyJudge(engine *envpolicy.Engine, m *metrics.Evaluator, tracer trace.Tracer) *policyJudge {
+func newPolicyJudge(engine *envpolicy.Engine, facts *factCache, m *metrics.Evaluator, tracer trace.Tracer) *policyJudge {
 	if engine == nil {
 		engine = envpolicy.NewEngine(envpolicy.Options{})
 	}
-	return &policyJudge{engine: engine, cache: policyeval.NewCache(0), metrics: m, tracer: tracer,
+	return &policyJudge{engine: engine, cache: policyeval.NewCache(0), facts: facts, metrics: m, tracer: tracer,
 		latest: newLatestSnapshots(latestArtifactBudget)}
 }
 
@@ -296,7 +297,7 @@ func (pj *policyJudge) decideSnapshot(ctx context.Context, tx store.Tx, env *sto
 		for k, i := range judge {
 			fps[k] = set[i].Fingerprint
 		}
-		if err := ev.LoadAttestations(ctx, tx, fps); err != nil {
+		if err := ev.LoadAttestations(ctx, txAttestations{pj.facts, tx}, fps); err != nil {
 			return nil, nil, err
 		}
 		arts := make([]envpolicy.Artifact, len(judge))
@@ -431,7 +432,7 @@ func (pj *policyJudge) decideSome(ctx context.Context, tx store.Tx, env store.En
 	if err != nil {
 		return err
 	}
-	if err := ev.LoadAttestations(ctx, tx, nil); err != nil {
+	if err := ev.LoadAttestations(ctx, txAttestations{pj.facts, tx}, nil); err != nil {
 		return err
 	}
 	allowed, err := allowlisted(ctx, tx, env.ID)

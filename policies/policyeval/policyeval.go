@@ -65,9 +65,16 @@ func LoadReports(ctx context.Context, r store.Reader, orgID string, fps []string
 // Reports lists the trails that reported fp, by flow name (newest report first within a flow).
 func (ev *Evidence) Reports(fp string) []Report { return ev.reports[fp] }
 
+// AttestationReader reads what LoadAttestations needs. A store.Reader is one; the evaluator reads through a
+// cache of the trails it evaluated recently.
+type AttestationReader interface {
+	TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string) (map[string][]store.AttestationFact, error)
+	DecisionControls(ctx context.Context, ids []string) (map[string]string, error)
+}
+
 // LoadAttestations reads the attestations of the trails that reported fps (every fingerprint of LoadReports when
 // fps is nil): one query, and one more when some of them are decisions (to learn their controls).
-func (ev *Evidence) LoadAttestations(ctx context.Context, r store.Reader, fps []string) error {
+func (ev *Evidence) LoadAttestations(ctx context.Context, r AttestationReader, fps []string) error {
 	var trailIDs []string
 	add := func(reps []Report) {
 		for _, rep := range reps {
