@@ -312,8 +312,15 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err != nil {
 		return false, err
 	}
-	if err := tx.InsertSnapshot(ctx, store.Snapshot{EnvID: env.ID, Index: index, Timestamp: e.At, Type: typ, Compliant: compliant,
-		Artifacts: joinArray(docs), Digest: digest}); err != nil {
+	array, _ := pj.latest.arrays.Get().(*[]byte)
+	if array == nil {
+		array = new([]byte)
+	}
+	*array = joinArray((*array)[:0], docs)
+	err = tx.InsertSnapshot(ctx, store.Snapshot{EnvID: env.ID, Index: index, Timestamp: e.At, Type: typ, Compliant: compliant,
+		Artifacts: *array, Digest: digest})
+	pj.latest.arrays.Put(array)
+	if err != nil {
 		return false, err
 	}
 	evs := snapshot.Events(annotated, exited)
@@ -566,13 +573,13 @@ func sameVerdict(a, b *SnapshotVerdict) bool {
 	return a == b || (a != nil && b != nil && *a == *b)
 }
 
-// joinArray makes the JSON array of docs (what json.Marshal of their values writes).
-func joinArray(docs [][]byte) json.RawMessage {
+// joinArray appends to out the JSON array of docs (what json.Marshal of their values writes).
+func joinArray(out []byte, docs [][]byte) json.RawMessage {
 	n := 2 + len(docs)
 	for _, d := range docs {
 		n += len(d)
 	}
-	out := make([]byte, 0, n)
+	out = slices.Grow(out, n)
 	out = append(out, '[')
 	for i, d := range docs {
 		if i > 0 {

@@ -122,6 +122,8 @@ type EnvironmentWriter interface {
 	// in the same transaction, so whatever code decides compliance notifies exactly once per
 	// change, and an environment that stays non-compliant does not fire again.
 	UpdateEnvironment(ctx context.Context, e Environment) error
+	// InsertSnapshot records s. It keeps nothing of s.Artifacts once it returns: the caller may
+	// reuse that buffer.
 	InsertSnapshot(ctx context.Context, s Snapshot) error
 	InsertEnvEvents(ctx context.Context, events []EnvEvent) error
 	// SetRunning replaces what runs in an environment: removes gone, adds started.

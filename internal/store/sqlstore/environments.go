@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/veritrail/veritrail/internal/store"
 )
 
@@ -458,7 +460,11 @@ func (t *txn) InsertSnapshot(ctx context.Context, s store.Snapshot) error {
 	if s.Compliant != nil {
 		compliant = b2i(*s.Compliant)
 	}
-	text, compressed := t.d.encodeSnapshotDoc(s.Artifacts)
+	// The compression's output, about as large as the document, goes in a buffer the store
+	// reuses: a 1,000-artifact snapshot would otherwise allocate half a megabyte for it.
+	scratch := t.scratch.get(s2.MaxEncodedLen(len(s.Artifacts)))
+	defer t.scratch.put(scratch)
+	text, compressed := t.d.encodeSnapshotDoc(s.Artifacts, *scratch)
 	_, err := t.exec(ctx, "insert snapshot", `INSERT INTO snapshots (env_id, idx, timestamp, type, compliant, artifacts, artifacts_s2)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, s.EnvID, s.Index, s.Timestamp, s.Type, compliant, text, compressed)
 	if err != nil {
@@ -471,8 +477,7 @@ func (t *txn) InsertSnapshot(ctx context.Context, s store.Snapshot) error {
 }
 
 func (t *txn) InsertEnvEvents(ctx context.Context, events []store.EnvEvent) error {
-	for start, n := 0, rowsPer(9); start < len(events); start += n {
-		part := events[start:min(start+n, len(events))]
+	return preparedChunks(events, 9, func(part []store.EnvEvent) error {
 		args := make([]any, 0, 9*len(part))
 		for _, e := range part {
 			repos, err := json.Marshal(nonNilStrings(e.RepoNames))
@@ -482,38 +487,30 @@ func (t *txn) InsertEnvEvents(ctx context.Context, events []store.EnvEvent) erro
 			args = append(args, e.EnvID, e.SnapshotIndex, e.Type, e.ArtifactName, e.Fingerprint, e.Description, e.ReportedAt,
 				string(repos), nullJSON(e.Doc))
 		}
-		if _, err := t.exec(ctx, "insert env events", `/* one-off */ INSERT INTO env_events (env_id, snapshot_index, type, artifact_name,
-			fingerprint, description, reported_at, repo_names, doc) VALUES `+rowsOf(len(part), 9), args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "insert env events", oneOffIf(len(part) > preparedRows)+`INSERT INTO env_events (env_id, snapshot_index,
+			type, artifact_name, fingerprint, description, reported_at, repo_names, doc) VALUES `+rowsOf(len(part), 9), args...)
+		return err
+	})
 }
 
 func (t *txn) SetRunning(ctx context.Context, orgID, envID string, gone []string, started []store.Running) error {
-	for start, n := 0, rowsPer(1); start < len(gone); start += n {
-		part := gone[start:min(start+n, len(gone))]
-		args := []any{envID}
-		for _, fp := range part {
-			args = append(args, fp)
-		}
-		if _, err := t.exec(ctx, "remove running", `/* one-off */ DELETE FROM env_running WHERE env_id = ? AND fingerprint IN (`+
-			placeholders(len(part))+`)`, args...); err != nil {
-			return err
-		}
+	err := preparedChunks(gone, 1, func(part []string) error {
+		_, err := t.exec(ctx, "remove running", oneOffIf(len(part) > preparedRows)+`DELETE FROM env_running WHERE env_id = ?
+			AND fingerprint IN (`+placeholders(len(part))+`)`, append([]any{envID}, anys(part)...)...)
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	for start, n := 0, rowsPer(5); start < len(started); start += n {
-		part := started[start:min(start+n, len(started))]
+	return preparedChunks(started, 5, func(part []store.Running) error {
 		args := make([]any, 0, 5*len(part))
 		for _, x := range part {
 			args = append(args, envID, orgID, x.Fingerprint, x.Name, x.Since)
 		}
-		if _, err := t.exec(ctx, "add running", `/* one-off */ INSERT INTO env_running (env_id, org_id, fingerprint, name, since) VALUES `+
-			rowsOf(len(part), 5)+` ON CONFLICT DO NOTHING`, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := t.exec(ctx, "add running", oneOffIf(len(part) > preparedRows)+`INSERT INTO env_running (env_id, org_id, fingerprint,
+			name, since) VALUES `+rowsOf(len(part), 5)+` ON CONFLICT DO NOTHING`, args...)
+		return err
+	})
 }
 
 func (t *txn) AppendTrailEvents(ctx context.Context, events []store.TrailEvent, at float64) error {

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -45,8 +46,8 @@ var policyStatements = []string{
 func (r reads) FingerprintReports(ctx context.Context, orgID string, fps []string) ([]store.FingerprintReport, error) {
 	var out []store.FingerprintReport
 	flowTags := map[string]map[string]string{} // by flow: a snapshot's artifacts come from a few flows
-	err := inChunks(fps, 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT a.id, a.org_id, a.flow_id, a.trail_id, a.fingerprint, a.template_name,
+	err := preparedChunks(fps, 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT a.id, a.org_id, a.flow_id, a.trail_id, a.fingerprint, a.template_name,
 			a.filename, a.git_commit, a.repo_name, a.report, a.reported_by, a.created_at, a.state,
 			t.name, t.template_id, t.state, t.evaluated_at, f.name, f.tags
 			FROM artifacts a JOIN trails t ON t.id = a.trail_id JOIN flows f ON f.id = a.flow_id
@@ -231,8 +232,8 @@ func anys[T any](items []T) []any {
 
 func (r reads) RunningWithPolicies(ctx context.Context, orgID string, fps []string) ([]store.Running, error) {
 	var out []store.Running
-	err := inChunks(fps, 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOff+`SELECT r.env_id, r.fingerprint, r.name, r.since FROM env_running r
+	err := preparedChunks(fps, 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT r.env_id, r.fingerprint, r.name, r.since FROM env_running r
 			WHERE r.org_id = ? AND r.fingerprint IN (`+placeholders(len(part))+`)
 			AND EXISTS (SELECT 1 FROM env_policies p WHERE p.env_id = r.env_id)
 			ORDER BY r.env_id, r.fingerprint, r.name`, append([]any{orgID}, anys(part)...)...)
@@ -248,6 +249,10 @@ func (r reads) RunningWithPolicies(ctx context.Context, orgID string, fps []stri
 			out = append(out, x)
 		}
 		return rows.Err()
+	})
+	// Each part is in order; the whole must be too, for the evaluator locks environments in order.
+	slices.SortFunc(out, func(x, y store.Running) int {
+		return cmp.Or(cmp.Compare(x.EnvID, y.EnvID), cmp.Compare(x.Fingerprint, y.Fingerprint), cmp.Compare(x.Name, y.Name))
 	})
 	return out, err
 }
@@ -316,8 +321,8 @@ func (r reads) VerdictStates(ctx context.Context, envID string, fps []string) (m
 	if fps == nil {
 		return out, scan(cols, envID)
 	}
-	return out, inChunks(slices.Compact(slices.Sorted(slices.Values(fps))), 1, func(part []string) error {
-		return scan(oneOffIf(len(part) > 1)+cols+` AND fingerprint IN (`+placeholders(len(part))+`)`, append([]any{envID}, anys(part)...)...)
+	return out, preparedChunks(slices.Compact(slices.Sorted(slices.Values(fps))), 1, func(part []string) error {
+		return scan(oneOffIf(len(part) > preparedRows)+cols+` AND fingerprint IN (`+placeholders(len(part))+`)`, append([]any{envID}, anys(part)...)...)
 	})
 }
 
@@ -425,8 +430,8 @@ func (r reads) NonCompliantVerdicts(ctx context.Context, envID string) (int, err
 
 func (r reads) PolicyEvaluations(ctx context.Context, orgID string, hashes []string) ([]store.PolicyEvaluation, error) {
 	var out []store.PolicyEvaluation
-	err := inChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT p.policy_id, p.input_hash, p.compliant, p.failed, d.doc
+	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT p.policy_id, p.input_hash, p.compliant, p.failed, d.doc
 			FROM policy_evaluations p JOIN rule_docs d ON d.org_id = p.org_id AND d.id = p.doc_id
 			WHERE p.org_id = ? AND p.input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
 		if err != nil {
@@ -450,8 +455,8 @@ func (r reads) PolicyEvaluations(ctx context.Context, orgID string, hashes []str
 
 func (r reads) PolicyOutcomes(ctx context.Context, orgID string, hashes []string) ([]store.PolicyOutcome, error) {
 	var out []store.PolicyOutcome
-	err := inChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > 1)+`SELECT policy_id, input_hash, compliant FROM policy_evaluations
+	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT policy_id, input_hash, compliant FROM policy_evaluations
 			WHERE org_id = ? AND failed = 0 AND input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
 		if err != nil {
 			return fmt.Errorf("sqlstore: policy outcomes: %w", err)
@@ -499,13 +504,13 @@ func (r reads) TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string
 
 func (r reads) TrailAttestationFactsAfter(ctx context.Context, after map[string]int64) (map[string][]store.AttestationFact, map[string]int64, error) {
 	out, last := map[string][]store.AttestationFact{}, map[string]int64{}
-	err := inChunks(slices.Sorted(maps.Keys(after)), 2, func(part []string) error {
+	err := preparedChunks(slices.Sorted(maps.Keys(after)), 2, func(part []string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {
 			args = append(args, id, after[id])
 		}
 		// Each (trail, position) row is an index range on attestations_trail_facts.
-		rows, err := r.rows(ctx, oneOff+`SELECT a.trail_id, a.seq, a.id, a.name, a.type, a.is_compliant, a.artifact_fingerprint,
+		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT a.trail_id, a.seq, a.id, a.name, a.type, a.is_compliant, a.artifact_fingerprint,
 			a.target_artifact, a.overrides_id, a.created_at
 			FROM (VALUES `+typedRows(len(part), "?", "CAST(? AS BIGINT)")+`) AS w
 			JOIN attestations a ON a.trail_id = w.column1 AND a.seq > w.column2 ORDER BY a.trail_id, a.seq`, args...)
@@ -533,8 +538,8 @@ func (r reads) TrailAttestationFactsAfter(ctx context.Context, after map[string]
 
 func (r reads) DecisionControls(ctx context.Context, ids []string) (map[string]string, error) {
 	out := map[string]string{}
-	err := inChunks(ids, 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOff+`SELECT id, data FROM attestations WHERE type = 'decision' AND id IN (`+
+	err := preparedChunks(ids, 1, func(part []string) error {
+		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT id, data FROM attestations WHERE type = 'decision' AND id IN (`+
 			placeholders(len(part))+`)`, anys(part)...)
 		if err != nil {
 			return fmt.Errorf("sqlstore: decision controls: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 
@@ -28,12 +29,14 @@ func (d dialect) snapshotDocs() func(context.Context, migrate.Execer) error {
 	return migrate.Statements(`ALTER TABLE snapshots ADD COLUMN artifacts_s2 ` + d.blob)
 }
 
-// encodeSnapshotDoc answers the two columns a document is stored in.
-func (d dialect) encodeSnapshotDoc(doc json.RawMessage) (text string, compressed []byte) {
+// encodeSnapshotDoc answers the two columns a document is stored in. A compressed document is
+// written into scratch when it has room (s2.MaxEncodedLen), which the caller may reuse once the
+// statement ran.
+func (d dialect) encodeSnapshotDoc(doc json.RawMessage, scratch []byte) (text string, compressed []byte) {
 	if len(doc) <= compressFrom || d.name == postgresDialect.name {
 		return string(doc), nil
 	}
-	return "", s2.Encode(nil, doc)
+	return "", s2.Encode(scratch, doc)
 }
 
 // decodeSnapshotDoc is the document stored in the two columns.
@@ -47,3 +50,20 @@ func decodeSnapshotDoc(text string, compressed []byte) (json.RawMessage, error) 
 	}
 	return doc, nil
 }
+
+// bufPool lends byte buffers.
+type bufPool struct{ p sync.Pool }
+
+// get lends a buffer of length n.
+func (b *bufPool) get(n int) *[]byte {
+	buf, _ := b.p.Get().(*[]byte)
+	if buf == nil || cap(*buf) < n {
+		s := make([]byte, n)
+		return &s
+	}
+	*buf = (*buf)[:n]
+	return buf
+}
+
+// put takes back a buffer get lent, which its borrower no longer uses.
+func (b *bufPool) put(buf *[]byte) { b.p.Put(buf) }

@@ -36,6 +36,8 @@ type Store struct {
 	trailCounts *trailCounts
 	// trailPages keeps where deep pages of flows' trail lists start.
 	trailPages *trailPages
+	// scratch lends writes buffers for what a statement takes and the store does not keep.
+	scratch bufPool
 }
 
 // Statements is how many statements (round trips) the store has sent so far.
@@ -83,7 +85,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("sqlstore: begin: %w", err)
 	}
-	t := &txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}, channel: s.channel}
+	t := &txn{reads: reads{d: s.d, q: querier{stmts: s.wstmts, tx: tx, count: &s.sent}}, channel: s.channel, scratch: &s.scratch}
 	committed := false
 	// Rolls back when fn fails or panics; a panic must not leave the transaction open, which on
 	// SQLite would hold the only writer connection for good.

@@ -17,6 +17,7 @@ import (
 type txn struct {
 	reads
 	channel    string // where Announce notifies; empty on SQLite
+	scratch    *bufPool
 	onCommit   []func()
 	onRollback []func()
 }
