@@ -9,6 +9,8 @@ import (
 
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
+	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
 	"github.com/veritrail/veritrail/policies/envpolicy"
 	"github.com/veritrail/veritrail/policies/envpolicy/envpolicytest"
 	"github.com/veritrail/veritrail/policies/template"
@@ -247,10 +249,11 @@ func TestFlowTagsReJudge(t *testing.T) {
 }
 
 // TestSnapshotRoundTripsDoNotGrowWithPolicies: with three policies attached, a 1,000-artifact snapshot costs no
-// more store round trips than a 10-artifact one.
+// more store round trips than a 10-artifact one, on PostgreSQL.
 func TestSnapshotRoundTripsDoNotGrowWithPolicies(t *testing.T) {
 	trips := func(n int) int64 {
-		f := newPolicyFixture(t, n)
+		st, _, _ := openPostgres(t)
+		f := newPolicyFixtureOn(t, st, n)
 		f.report(t, n, 0)
 		before := f.st.Statements()
 		f.report(t, n, 1)
@@ -269,7 +272,13 @@ func TestSnapshotRoundTripsDoNotGrowWithPolicies(t *testing.T) {
 // one of 20 trails (of two flows with tags) with tests, a scan, a pull request and a decision.
 func newPolicyFixture(tb testing.TB, n int) *envFixture {
 	tb.Helper()
-	f := newEnvFixture(tb, 0)
+	return newPolicyFixtureOn(tb, sqlitetest.Open(tb), n)
+}
+
+// newPolicyFixtureOn is newPolicyFixture on st.
+func newPolicyFixtureOn(tb testing.TB, st *sqlstore.Store, n int) *envFixture {
+	tb.Helper()
+	f := newEnvFixtureOn(tb, st, 0)
 	f.handle(tb, func(e *contract.Envelope) {
 		tmpl, _ := template.Parse(nil)
 		e.Kind, e.Flow = contract.KindFlowUpserted, &contract.FlowUpsert{ID: "flow-2", Name: "api", Template: tmpl.Content, TemplateID: tmpl.ID}

@@ -477,7 +477,7 @@ func (t *txn) InsertSnapshot(ctx context.Context, s store.Snapshot) error {
 }
 
 func (t *txn) InsertEnvEvents(ctx context.Context, events []store.EnvEvent) error {
-	return preparedChunks(events, 9, func(part []store.EnvEvent) error {
+	return cut(t.d, events, 9, func(part []store.EnvEvent, prepared bool) error {
 		args := make([]any, 0, 9*len(part))
 		for _, e := range part {
 			repos, err := json.Marshal(nonNilStrings(e.RepoNames))
@@ -487,27 +487,27 @@ func (t *txn) InsertEnvEvents(ctx context.Context, events []store.EnvEvent) erro
 			args = append(args, e.EnvID, e.SnapshotIndex, e.Type, e.ArtifactName, e.Fingerprint, e.Description, e.ReportedAt,
 				string(repos), nullJSON(e.Doc))
 		}
-		_, err := t.exec(ctx, "insert env events", oneOffIf(len(part) > preparedRows)+`INSERT INTO env_events (env_id, snapshot_index,
+		_, err := t.exec(ctx, "insert env events", oneOffIf(!prepared)+`INSERT INTO env_events (env_id, snapshot_index,
 			type, artifact_name, fingerprint, description, reported_at, repo_names, doc) VALUES `+rowsOf(len(part), 9), args...)
 		return err
 	})
 }
 
 func (t *txn) SetRunning(ctx context.Context, orgID, envID string, gone []string, started []store.Running) error {
-	err := preparedChunks(gone, 1, func(part []string) error {
-		_, err := t.exec(ctx, "remove running", oneOffIf(len(part) > preparedRows)+`DELETE FROM env_running WHERE env_id = ?
+	err := cut(t.d, gone, 1, func(part []string, prepared bool) error {
+		_, err := t.exec(ctx, "remove running", oneOffIf(!prepared)+`DELETE FROM env_running WHERE env_id = ?
 			AND fingerprint IN (`+placeholders(len(part))+`)`, append([]any{envID}, anys(part)...)...)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return preparedChunks(started, 5, func(part []store.Running) error {
+	return cut(t.d, started, 5, func(part []store.Running, prepared bool) error {
 		args := make([]any, 0, 5*len(part))
 		for _, x := range part {
 			args = append(args, envID, orgID, x.Fingerprint, x.Name, x.Since)
 		}
-		_, err := t.exec(ctx, "add running", oneOffIf(len(part) > preparedRows)+`INSERT INTO env_running (env_id, org_id, fingerprint,
+		_, err := t.exec(ctx, "add running", oneOffIf(!prepared)+`INSERT INTO env_running (env_id, org_id, fingerprint,
 			name, since) VALUES `+rowsOf(len(part), 5)+` ON CONFLICT DO NOTHING`, args...)
 		return err
 	})

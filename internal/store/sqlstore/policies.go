@@ -46,8 +46,8 @@ var policyStatements = []string{
 func (r reads) FingerprintReports(ctx context.Context, orgID string, fps []string) ([]store.FingerprintReport, error) {
 	var out []store.FingerprintReport
 	flowTags := map[string]map[string]string{} // by flow: a snapshot's artifacts come from a few flows
-	err := preparedChunks(fps, 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT a.id, a.org_id, a.flow_id, a.trail_id, a.fingerprint, a.template_name,
+	err := cut(r.d, fps, 1, func(part []string, prepared bool) error {
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT a.id, a.org_id, a.flow_id, a.trail_id, a.fingerprint, a.template_name,
 			a.filename, a.git_commit, a.repo_name, a.report, a.reported_by, a.created_at, a.state,
 			t.name, t.template_id, t.state, t.evaluated_at, f.name, f.tags
 			FROM artifacts a JOIN trails t ON t.id = a.trail_id JOIN flows f ON f.id = a.flow_id
@@ -232,8 +232,8 @@ func anys[T any](items []T) []any {
 
 func (r reads) RunningWithPolicies(ctx context.Context, orgID string, fps []string) ([]store.Running, error) {
 	var out []store.Running
-	err := preparedChunks(fps, 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT r.env_id, r.fingerprint, r.name, r.since FROM env_running r
+	err := cut(r.d, fps, 1, func(part []string, prepared bool) error {
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT r.env_id, r.fingerprint, r.name, r.since FROM env_running r
 			WHERE r.org_id = ? AND r.fingerprint IN (`+placeholders(len(part))+`)
 			AND EXISTS (SELECT 1 FROM env_policies p WHERE p.env_id = r.env_id)
 			ORDER BY r.env_id, r.fingerprint, r.name`, append([]any{orgID}, anys(part)...)...)
@@ -321,8 +321,8 @@ func (r reads) VerdictStates(ctx context.Context, envID string, fps []string) (m
 	if fps == nil {
 		return out, scan(cols, envID)
 	}
-	return out, preparedChunks(slices.Compact(slices.Sorted(slices.Values(fps))), 1, func(part []string) error {
-		return scan(oneOffIf(len(part) > preparedRows)+cols+` AND fingerprint IN (`+placeholders(len(part))+`)`, append([]any{envID}, anys(part)...)...)
+	return out, cut(r.d, slices.Compact(slices.Sorted(slices.Values(fps))), 1, func(part []string, prepared bool) error {
+		return scan(oneOffIf(!prepared)+cols+` AND fingerprint IN (`+placeholders(len(part))+`)`, append([]any{envID}, anys(part)...)...)
 	})
 }
 
@@ -430,8 +430,8 @@ func (r reads) NonCompliantVerdicts(ctx context.Context, envID string) (int, err
 
 func (r reads) PolicyEvaluations(ctx context.Context, orgID string, hashes []string) ([]store.PolicyEvaluation, error) {
 	var out []store.PolicyEvaluation
-	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT p.policy_id, p.input_hash, p.compliant, p.failed, d.doc
+	err := cut(r.d, slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string, prepared bool) error {
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT p.policy_id, p.input_hash, p.compliant, p.failed, d.doc
 			FROM policy_evaluations p JOIN rule_docs d ON d.org_id = p.org_id AND d.id = p.doc_id
 			WHERE p.org_id = ? AND p.input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
 		if err != nil {
@@ -455,8 +455,8 @@ func (r reads) PolicyEvaluations(ctx context.Context, orgID string, hashes []str
 
 func (r reads) PolicyOutcomes(ctx context.Context, orgID string, hashes []string) ([]store.PolicyOutcome, error) {
 	var out []store.PolicyOutcome
-	err := preparedChunks(slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT policy_id, input_hash, compliant FROM policy_evaluations
+	err := cut(r.d, slices.Compact(slices.Sorted(slices.Values(hashes))), 1, func(part []string, prepared bool) error {
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT policy_id, input_hash, compliant FROM policy_evaluations
 			WHERE org_id = ? AND failed = 0 AND input_hash IN (`+placeholders(len(part))+`)`, append([]any{orgID}, anys(part)...)...)
 		if err != nil {
 			return fmt.Errorf("sqlstore: policy outcomes: %w", err)
@@ -504,13 +504,13 @@ func (r reads) TrailAttestationFactsByIDs(ctx context.Context, trailIDs []string
 
 func (r reads) TrailAttestationFactsAfter(ctx context.Context, after map[string]int64) (map[string][]store.AttestationFact, map[string]int64, error) {
 	out, last := map[string][]store.AttestationFact{}, map[string]int64{}
-	err := preparedChunks(slices.Sorted(maps.Keys(after)), 2, func(part []string) error {
+	err := cut(r.d, slices.Sorted(maps.Keys(after)), 2, func(part []string, prepared bool) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {
 			args = append(args, id, after[id])
 		}
 		// Each (trail, position) row is an index range on attestations_trail_facts.
-		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT a.trail_id, a.seq, a.id, a.name, a.type, a.is_compliant, a.artifact_fingerprint,
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT a.trail_id, a.seq, a.id, a.name, a.type, a.is_compliant, a.artifact_fingerprint,
 			a.target_artifact, a.overrides_id, a.created_at
 			FROM (VALUES `+typedRows(len(part), "?", "CAST(? AS BIGINT)")+`) AS w
 			JOIN attestations a ON a.trail_id = w.column1 AND a.seq > w.column2 ORDER BY a.trail_id, a.seq`, args...)
@@ -538,8 +538,8 @@ func (r reads) TrailAttestationFactsAfter(ctx context.Context, after map[string]
 
 func (r reads) DecisionControls(ctx context.Context, ids []string) (map[string]string, error) {
 	out := map[string]string{}
-	err := preparedChunks(ids, 1, func(part []string) error {
-		rows, err := r.rows(ctx, oneOffIf(len(part) > preparedRows)+`SELECT id, data FROM attestations WHERE type = 'decision' AND id IN (`+
+	err := cut(r.d, ids, 1, func(part []string, prepared bool) error {
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT id, data FROM attestations WHERE type = 'decision' AND id IN (`+
 			placeholders(len(part))+`)`, anys(part)...)
 		if err != nil {
 			return fmt.Errorf("sqlstore: decision controls: %w", err)
@@ -624,7 +624,7 @@ func (t *txn) LockEnvironment(ctx context.Context, envID string) error {
 }
 
 // PutPolicyEvaluations stores each distinct rule-evaluations document once, by its SHA-256, and each evaluation
-// as a reference to it: two statements however many evaluations.
+// as a reference to it: two statements however many evaluations (on SQLite, in parts of the sizes kept prepared).
 func (t *txn) PutPolicyEvaluations(ctx context.Context, orgID string, evals []store.PolicyEvaluation) error {
 	ids := make([]string, len(evals))
 	docs := map[string]string{}
@@ -634,12 +634,12 @@ func (t *txn) PutPolicyEvaluations(ctx context.Context, orgID string, evals []st
 		docs[ids[i]] = string(e.RuleEvaluations)
 	}
 	distinct := slices.Sorted(maps.Keys(docs))
-	if err := inChunks(distinct, 3, func(part []string) error {
+	if err := cut(t.d, distinct, 3, func(part []string, prepared bool) error {
 		args := make([]any, 0, 3*len(part))
 		for _, id := range part {
 			args = append(args, orgID, id, docs[id])
 		}
-		_, err := t.exec(ctx, "put rule documents", oneOff+`INSERT INTO rule_docs (org_id, id, doc) VALUES `+rowsOf(len(part), 3)+
+		_, err := t.exec(ctx, "put rule documents", oneOffIf(!prepared)+`INSERT INTO rule_docs (org_id, id, doc) VALUES `+rowsOf(len(part), 3)+
 			` ON CONFLICT (org_id, id) DO NOTHING`, args...)
 		return err
 	}); err != nil {
@@ -649,13 +649,13 @@ func (t *txn) PutPolicyEvaluations(ctx context.Context, orgID string, evals []st
 	for i := range idx {
 		idx[i] = i
 	}
-	return inChunks(idx, 6, func(part []int) error {
+	return cut(t.d, idx, 6, func(part []int, prepared bool) error {
 		args := make([]any, 0, 6*len(part))
 		for _, i := range part {
 			e := evals[i]
 			args = append(args, orgID, e.InputHash, e.PolicyID, b2i(e.Compliant), b2i(e.Failed), ids[i])
 		}
-		_, err := t.exec(ctx, "put policy evaluations", oneOff+`INSERT INTO policy_evaluations (org_id, input_hash, policy_id,
+		_, err := t.exec(ctx, "put policy evaluations", oneOffIf(!prepared)+`INSERT INTO policy_evaluations (org_id, input_hash, policy_id,
 			compliant, failed, doc_id) VALUES `+rowsOf(len(part), 6)+` ON CONFLICT (org_id, input_hash, policy_id) DO UPDATE
 			SET compliant = excluded.compliant, failed = excluded.failed, doc_id = excluded.doc_id WHERE policy_evaluations.failed = 1`, args...)
 		return err
@@ -673,7 +673,7 @@ func (t *txn) PutSnapshotPolicies(ctx context.Context, envID string, index int, 
 }
 
 func (t *txn) PutVerdicts(ctx context.Context, orgID string, verdicts []store.Verdict) error {
-	return inChunks(verdicts, 10, func(part []store.Verdict) error {
+	return cut(t.d, verdicts, 10, func(part []store.Verdict, prepared bool) error {
 		args := make([]any, 0, 10*len(part))
 		for _, v := range part {
 			policies, err := json.Marshal(nonNilPolicies(v.Policies))
@@ -683,7 +683,7 @@ func (t *txn) PutVerdicts(ctx context.Context, orgID string, verdicts []store.Ve
 			args = append(args, v.EnvID, v.Fingerprint, v.Name, orgID, v.InputHash, b2i(v.Compliant), b2i(v.Allowlisted),
 				b2i(v.Failed), string(policies), v.EvaluatedAt)
 		}
-		_, err := t.exec(ctx, "put verdicts", oneOff+`INSERT INTO env_verdicts (env_id, fingerprint, name, org_id, input_hash,
+		_, err := t.exec(ctx, "put verdicts", oneOffIf(!prepared)+`INSERT INTO env_verdicts (env_id, fingerprint, name, org_id, input_hash,
 			compliant, allowlisted, failed, policies, evaluated_at) VALUES `+rowsOf(len(part), 10)+`
 			ON CONFLICT (env_id, fingerprint, name) DO UPDATE SET input_hash = excluded.input_hash,
 			compliant = excluded.compliant, allowlisted = excluded.allowlisted, failed = excluded.failed,
@@ -704,13 +704,13 @@ func (t *txn) DeleteVerdicts(ctx context.Context, envID string, keys []store.Ver
 		_, err := t.exec(ctx, "delete verdicts", `DELETE FROM env_verdicts WHERE env_id = ?`, envID)
 		return err
 	}
-	return inChunks(keys, 2, func(part []store.VerdictKey) error {
+	return cut(t.d, keys, 2, func(part []store.VerdictKey, prepared bool) error {
 		args := make([]any, 0, 1+2*len(part))
 		args = append(args, envID)
 		for _, k := range part {
 			args = append(args, k.Fingerprint, k.Name)
 		}
-		_, err := t.exec(ctx, "delete verdicts", oneOff+`DELETE FROM env_verdicts WHERE env_id = ? AND (fingerprint, name) IN (VALUES `+
+		_, err := t.exec(ctx, "delete verdicts", oneOffIf(!prepared)+`DELETE FROM env_verdicts WHERE env_id = ? AND (fingerprint, name) IN (VALUES `+
 			rowsOf(len(part), 2)+`)`, args...)
 		return err
 	})

@@ -49,6 +49,11 @@ func preparedChunks[T any](items []T, perRow int, f func(part []T) error) error 
 	if len(items) > preparedBatch {
 		return inChunks(items, perRow, f)
 	}
+	return preparedParts(items, perRow, f)
+}
+
+// preparedParts is preparedChunks however many items.
+func preparedParts[T any](items []T, perRow int, f func(part []T) error) error {
 	most := min(preparedRows, rowsPer(perRow))
 	for start := 0; start < len(items); {
 		n := min(most, len(items)-start)
@@ -66,6 +71,19 @@ func preparedChunks[T any](items []T, perRow int, f func(part []T) error) error 
 // preparedBatch is the most items preparedChunks cuts into prepared statements: the evaluator's
 // largest batch.
 const preparedBatch = 256
+
+// cut calls f with consecutive parts of items, of perRow parameters a row, cut for d, and says
+// whether the part's statement is worth preparing (else it is one-off). On SQLite a statement
+// costs no round trip, while parsing one costs about as much as running it: the parts have the
+// sizes preparedChunks keeps prepared, however many items. On PostgreSQL each statement is a
+// round trip: the parts are as large as the parameters allow, and only a one-row statement is
+// prepared.
+func cut[T any](d dialect, items []T, perRow int, f func(part []T, prepared bool) error) error {
+	if d.numbered {
+		return inChunks(items, perRow, func(part []T) error { return f(part, len(part) == 1) })
+	}
+	return preparedParts(items, perRow, func(part []T) error { return f(part, true) })
+}
 
 // get returns the prepared statement of q, or nil when the cache is full, q is one-off, or q is new and we
 // are inside a transaction: preparing then would need a second connection, and SQLite's

@@ -54,3 +54,38 @@ func TestPreparedChunks(t *testing.T) {
 		}
 	})
 }
+
+// TestCut: on SQLite every part has a size kept prepared, however many items; on PostgreSQL the
+// parts are as large as the parameters allow, and only a one-row part is prepared.
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		d            dialect
+		n, perRow    int
+		want         []int
+		wantPrepared []bool
+	}{
+		{sqliteDialect, 1, 1, []int{1}, []bool{true}},
+		{sqliteDialect, 3, 2, []int{2, 1}, []bool{true, true}},
+		{sqliteDialect, 300, 6, []int{64, 64, 64, 64, 32, 8, 4}, []bool{true, true, true, true, true, true, true}},
+		{postgresDialect, 1, 1, []int{1}, []bool{true}},
+		{postgresDialect, 300, 6, []int{300}, []bool{false}},
+		{postgresDialect, 6000, 6, []int{5000, 1000}, []bool{false, false}},
+	} {
+		items := make([]int, tc.n)
+		for i := range items {
+			items[i] = i
+		}
+		var sizes, seen []int
+		var prepared []bool
+		if err := cut(tc.d, items, tc.perRow, func(part []int, p bool) error {
+			sizes, prepared, seen = append(sizes, len(part)), append(prepared, p), append(seen, part...)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(sizes, tc.want) || !slices.Equal(prepared, tc.wantPrepared) || !slices.Equal(seen, items) {
+			t.Errorf("%s, %d items of %d: parts %v prepared %v, want %v %v (in order: %v)", tc.d.name, tc.n, tc.perRow,
+				sizes, prepared, tc.want, tc.wantPrepared, slices.Equal(seen, items))
+		}
+	}
+}
