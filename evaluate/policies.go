@@ -276,10 +276,14 @@ func (pj *policyJudge) decideSnapshot(ctx context.Context, tx store.Tx, env *sto
 	}
 	verdicts := make([]store.Verdict, len(set))
 	var judge []int
-	inSet := make(map[store.VerdictKey]bool, len(set))
+	// The stored verdicts of the set, to tell those of artifacts no longer in it. Only the
+	// fingerprints read can have one: with a carry, a few.
+	inSet := make(map[store.VerdictKey]bool, len(prev))
 	for i, r := range set {
 		k := store.VerdictKey{Name: r.Name, Fingerprint: r.Fingerprint}
-		inSet[k] = true
+		if _, ok := prev[k]; ok {
+			inSet[k] = true
+		}
 		if carry != nil && carry.verdicts[i] != nil && !rewrite {
 			verdicts[i] = store.Verdict{EnvID: env.ID, Name: r.Name, Fingerprint: r.Fingerprint, InputHash: carry.verdicts[i].InputHash,
 				Compliant: carry.verdicts[i].Compliant}
