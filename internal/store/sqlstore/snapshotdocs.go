@@ -54,8 +54,9 @@ func decodeSnapshotDoc(text string, compressed []byte) (json.RawMessage, error) 
 // bufPool lends byte buffers.
 type bufPool struct{ p sync.Pool }
 
-// get lends a buffer of length n.
+// get lends a buffer of length n (none for n < 0).
 func (b *bufPool) get(n int) *[]byte {
+	n = max(n, 0)
 	buf, _ := b.p.Get().(*[]byte)
 	if buf == nil || cap(*buf) < n {
 		s := make([]byte, n)
