@@ -402,14 +402,14 @@ func snapshotArtifacts(annotated []snapshot.Running, last *latestSnapshot, from 
 	arts := make([]SnapshotArtifact, len(annotated))
 	docs := make([][]byte, len(annotated))
 	for i, a := range annotated {
-		var verdict *SnapshotVerdict
+		var verdict SnapshotVerdict
 		if verdicts != nil {
-			verdict = &SnapshotVerdict{InputHash: verdicts[i].InputHash, Compliant: verdicts[i].Compliant}
+			verdict = SnapshotVerdict{InputHash: verdicts[i].InputHash, Compliant: verdicts[i].Compliant}
 		}
 		if j := from.annotated[i]; j >= 0 {
 			arts[i] = last.arts[j]
-			if sameRunning(arts[i], a) && sameVerdict(arts[i].PolicyVerdict, verdict) {
-				docs[i] = last.docs[j]
+			if sameRunning(arts[i], a) && sameVerdict(arts[i].PolicyVerdict, verdicts != nil, verdict) {
+				docs[i] = last.docs[j] // the artifact, verdict included, is as it was
 				continue
 			}
 			arts[i].Instances, arts[i].CreationTimestamp, arts[i].Annotation, arts[i].Contexts = a.Instances, a.CreationTimestamps, a.Annotation, a.Contexts
@@ -419,7 +419,11 @@ func snapshotArtifacts(annotated []snapshot.Running, last *latestSnapshot, from 
 		} else {
 			arts[i] = snapshotArtifact(a, prov[a.Fingerprint], allowed[a.Fingerprint])
 		}
-		arts[i].PolicyVerdict = verdict
+		arts[i].PolicyVerdict = nil
+		if verdicts != nil {
+			v := verdict // allocated only here: most artifacts are carried with theirs
+			arts[i].PolicyVerdict = &v
+		}
 		var err error
 		if docs[i], err = json.Marshal(arts[i]); err != nil {
 			return nil, nil, fmt.Errorf("encode snapshot: %w", err)
@@ -569,8 +573,12 @@ func sameJSON(a, b any) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-func sameVerdict(a, b *SnapshotVerdict) bool {
-	return a == b || (a != nil && b != nil && *a == *b)
+// sameVerdict says whether a is v, or none when there is no verdict (judged false).
+func sameVerdict(a *SnapshotVerdict, judged bool, v SnapshotVerdict) bool {
+	if !judged {
+		return a == nil
+	}
+	return a != nil && *a == v
 }
 
 // joinArray appends to out the JSON array of docs (what json.Marshal of their values writes).
