@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -165,6 +167,32 @@ func testPolicyAttachments(t *testing.T, e *env) {
 	}
 	if none, err := e.s.RunningWithPoliciesOfFlow(e.ctx, "org-a", "flow-x"); err != nil || len(none) != 0 {
 		t.Errorf("RunningWithPoliciesOfFlow of an unknown flow = %+v, %v", none, err)
+	}
+	// Many fingerprints, which a store may ask about in parts, in two environments: the answer is
+	// in environment order as a whole (the evaluator locks environments in that order).
+	e.environment(t, "org-a", "env-5", "canary")
+	attach("env-5", "org-a", "p1")
+	var many []string
+	e.update(t, func(tx store.Tx) error {
+		for i := range 150 {
+			x := fp(fmt.Sprintf("%04d", i))
+			many = append(many, x)
+			for _, env := range []string{"env-5", "env-1"} {
+				if err := tx.SetRunning(e.ctx, "org-a", env, nil, []store.Running{{Fingerprint: x, Name: "svc", Since: t0}}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	slices.Reverse(many)
+	running, err = e.s.RunningWithPolicies(e.ctx, "org-a", many)
+	must(t, "RunningWithPolicies of many", err)
+	if len(running) != 300 || !slices.IsSortedFunc(running, func(x, y store.Running) int {
+		return cmp.Or(cmp.Compare(x.EnvID, y.EnvID), cmp.Compare(x.Fingerprint, y.Fingerprint))
+	}) {
+		t.Errorf("RunningWithPolicies of 150 fingerprints in 2 environments: %d, sorted %v; want 300 in environment order",
+			len(running), slices.IsSortedFunc(running, func(x, y store.Running) int { return cmp.Compare(x.EnvID, y.EnvID) }))
 	}
 	must(t, "LockEnvironment", e.s.Update(e.ctx, func(tx store.Tx) error { return tx.LockEnvironment(e.ctx, prod.ID) }))
 }
