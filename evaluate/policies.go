@@ -168,6 +168,20 @@ func (pj *policyJudge) decide(ctx context.Context, r store.Reader, env store.Env
 			}
 		}
 	}
+	// The engine hands out one slice per distinct result (most artifacts share a few), so each
+	// is encoded once: encoding 3,000 evaluations was 18 ms of a 1,000-artifact snapshot.
+	encoded := map[*envpolicy.RuleEvaluation]json.RawMessage{}
+	encode := func(rules []envpolicy.RuleEvaluation) (json.RawMessage, error) {
+		if len(rules) == 0 {
+			return json.Marshal(rules)
+		}
+		if b, ok := encoded[&rules[0]]; ok {
+			return b, nil
+		}
+		b, err := json.Marshal(rules)
+		encoded[&rules[0]] = b
+		return b, err
+	}
 	for _, j := range jobs {
 		p := policies[j.policy]
 		var failure json.RawMessage
@@ -180,7 +194,7 @@ func (pj *policyJudge) decide(ctx context.Context, r store.Reader, env store.Env
 			e := store.PolicyEvaluation{PolicyID: p.id, InputHash: in.Artifacts[i].Hash, Failed: j.err != nil, RuleEvaluations: failure}
 			if j.err == nil {
 				pe := j.out[k]
-				rules, err := json.Marshal(pe.RuleEvaluations)
+				rules, err := encode(pe.RuleEvaluations)
 				if err != nil {
 					return d, fmt.Errorf("encode rule evaluations of %s: %w", p.name, err)
 				}

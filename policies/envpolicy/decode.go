@@ -14,6 +14,8 @@ type decoder struct {
 	// rules, and a rule that holds gives the same evaluation for most of them.
 	rules       map[int][]decoded[Rule]
 	evaluations map[int][]decoded[RuleEvaluation]
+	// arrays are whole results: most artifacts of a batch get one of a few.
+	arrays map[int][]decoded[[]RuleEvaluation]
 }
 
 type decoded[T any] struct {
@@ -22,7 +24,8 @@ type decoded[T any] struct {
 }
 
 func newDecoder() *decoder {
-	return &decoder{rules: map[int][]decoded[Rule]{}, evaluations: map[int][]decoded[RuleEvaluation]{}}
+	return &decoder{rules: map[int][]decoded[Rule]{}, evaluations: map[int][]decoded[RuleEvaluation]{},
+		arrays: map[int][]decoded[[]RuleEvaluation]{}}
 }
 
 // memo looks v up among what was decoded already: by identity first (OPA hands out a constant's value itself),
@@ -61,9 +64,23 @@ var contextFields = []struct {
 }
 
 // ruleEvaluations decodes an array (or set) of rule evaluations. Evaluations equal to one decoded before share its
-// slices: callers do not modify them. Errors start with the path below
+// slices, and so does a whole result equal to one decoded before (the same slice): callers do not modify them, and
+// may keep what they derive from a result by its first element's address. Errors start with the path below
 // rule_evaluations ("[2].satisfied: want a boolean").
 func (d *decoder) ruleEvaluations(t *ast.Term) ([]RuleEvaluation, error) {
+	known, h, ok := memo(d.arrays, t.Value)
+	if ok {
+		return known, nil
+	}
+	out, err := d.decodeRuleEvaluations(t)
+	if err != nil {
+		return nil, err
+	}
+	d.arrays[h] = append(d.arrays[h], decoded[[]RuleEvaluation]{t.Value, out})
+	return out, nil
+}
+
+func (d *decoder) decodeRuleEvaluations(t *ast.Term) ([]RuleEvaluation, error) {
 	var elems []*ast.Term
 	switch v := t.Value.(type) {
 	case ast.Null:

@@ -460,6 +460,27 @@ func TestEvaluateSnapshot(t *testing.T) {
 	if compliant < 3 || compliant == len(arts) {
 		t.Errorf("%d of %d compliant: the snapshot should hold both", compliant, len(arts))
 	}
+	// Within a policy's evaluation, equal results are one slice, and only equal ones: callers
+	// encode each once, by its first element's address.
+	for j := range ps {
+		byDoc := map[string]*RuleEvaluation{}
+		byAddr := map[*RuleEvaluation]string{}
+		for i := range arts {
+			rules := res[i].Policies[j].RuleEvaluations
+			doc := dump(rules)
+			if first, ok := byDoc[doc]; ok && first != &rules[0] {
+				t.Errorf("policy %d: artifact %d's result equals an earlier one but is another slice", j, i)
+			}
+			byDoc[doc] = &rules[0]
+			if other, ok := byAddr[&rules[0]]; ok && other != doc {
+				t.Errorf("policy %d: artifact %d shares a slice with a different result", j, i)
+			}
+			byAddr[&rules[0]] = doc
+		}
+		if len(byDoc) >= len(arts) {
+			t.Errorf("policy %d: %d distinct results of %d artifacts: the test shares none", j, len(byDoc), len(arts))
+		}
+	}
 	if s := e.Stats(); s.Misses != uint64(len(ps)) {
 		t.Errorf("stats = %+v, want the queries reused", s)
 	}
