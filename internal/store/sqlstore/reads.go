@@ -679,20 +679,21 @@ func (r reads) Visible(ctx context.Context, ids []string) (bool, error) {
 		return true, nil
 	}
 	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // counted against distinct rows below
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
 	// A message is visible once an evaluation of its trail at the generation it left (or a later
 	// one) is saved: the trail is clean, or was evaluated up to it and dirtied again since. A
 	// message marked without a generation waits for its trail to be clean.
-	n, err := r.count(ctx, "visible", oneOff+`SELECT COUNT(*) FROM applied_messages a WHERE a.id IN (`+placeholders(len(ids))+`)
-		AND NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id
-			AND (a.generation = 0 OR d.evaluated < a.generation))`, args...)
-	if err != nil {
-		return false, err
-	}
-	return n == len(ids), nil
+	visible := true
+	err := cut(r.d, ids, 1, func(part []string, prepared bool) error {
+		if !visible {
+			return nil
+		}
+		n, err := r.count(ctx, "visible", oneOffIf(!prepared)+`SELECT COUNT(*) FROM applied_messages a WHERE a.id IN (`+
+			placeholders(len(part))+`) AND NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id
+			AND (a.generation = 0 OR d.evaluated < a.generation))`, anys(part)...)
+		visible = n == len(part)
+		return err
+	})
+	return visible && err == nil, err
 }
 
 func (r reads) PendingEvaluations(ctx context.Context, orgID string) ([]store.DirtyTrail, error) {
@@ -720,33 +721,31 @@ func (r reads) PendingEvaluations(ctx context.Context, orgID string) ([]store.Di
 }
 
 func (r reads) Evaluated(ctx context.Context, generations map[string]int64) (bool, error) {
-	ids := slices.Sorted(maps.Keys(generations))
-	for start := 0; start < len(ids); start += maxParams {
-		part := ids[start:min(start+maxParams, len(ids))]
+	behind := false
+	err := cut(r.d, slices.Sorted(maps.Keys(generations)), 1, func(part []string, prepared bool) error {
+		if behind {
+			return nil
+		}
 		// A trail without a row is clean: evaluated since. One whose row was made again after it
 		// was clean counts the generations before the new one as evaluated (MarkDirtyAll).
-		rows, err := r.rows(ctx, oneOff+`SELECT trail_id, evaluated FROM dirty_trails WHERE trail_id IN (`+placeholders(len(part))+`)`,
-			anys(part)...)
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT trail_id, evaluated FROM dirty_trails WHERE trail_id IN (`+
+			placeholders(len(part))+`)`, anys(part)...)
 		if err != nil {
-			return false, fmt.Errorf("sqlstore: evaluated: %w", err)
+			return fmt.Errorf("sqlstore: evaluated: %w", err)
 		}
-		behind := false
+		defer rows.Close()
 		for rows.Next() {
 			var id string
 			var evaluated int64
 			if err := rows.Scan(&id, &evaluated); err != nil {
-				rows.Close()
-				return false, fmt.Errorf("sqlstore: evaluated: %w", err)
+				return fmt.Errorf("sqlstore: evaluated: %w", err)
 			}
 			behind = behind || evaluated < generations[id]
 		}
-		rows.Close()
 		if err := rows.Err(); err != nil {
-			return false, fmt.Errorf("sqlstore: evaluated: %w", err)
+			return fmt.Errorf("sqlstore: evaluated: %w", err)
 		}
-		if behind {
-			return false, nil
-		}
-	}
-	return true, nil
+		return nil
+	})
+	return !behind && err == nil, err
 }

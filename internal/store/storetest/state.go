@@ -231,6 +231,20 @@ func testVisible(t *testing.T, e *env) {
 	visible(false, "m-1", "m-2")
 	visible(false, "m-1", "m-unknown")
 
+	// Many messages, which a store may ask about in parts: one not visible anywhere hides them.
+	var many []string
+	e.update(t, func(tx store.Tx) error {
+		for i := range 150 {
+			id := fmt.Sprintf("m-many-%03d", i)
+			many = append(many, id)
+			must(t, "MarkApplied", tx.MarkApplied(e.ctx, id, "", t0))
+		}
+		return nil
+	})
+	visible(true, many...)
+	visible(false, append([]string{"m-2"}, many...)...)                     // sorts first
+	visible(false, append(slices.Clone(many), "m-unknown", "m-zz-late")...) // sorts last
+
 	// New dirt on the trail hides the earlier message again until it is evaluated.
 	e.update(t, func(tx store.Tx) error { return tx.MarkDirty(e.ctx, "tr-1") })
 	visible(false, "m-1")
@@ -343,6 +357,22 @@ func testPendingEvaluations(t *testing.T, e *env) {
 	}
 	evaluated(false, again)
 	evaluated(false, map[string]int64{"tr-a": again["tr-a"], "tr-b": one["tr-b"]})
+
+	// Many trails, which a store may ask about in parts: one behind anywhere is behind.
+	many := map[string]int64{}
+	for i := range 150 {
+		many[fmt.Sprintf("tr-none-%03d", i)] = 1 // no dirt: clean
+	}
+	evaluated(true, many)
+	many["tr-a"] = again["tr-a"] // sorts first
+	evaluated(false, many)
+	delete(many, "tr-a")
+	e.update(t, func(tx store.Tx) error {
+		writeEverything(e.ctx, t, tx, "org-1", "zz") // trail tr-zz, dirty: sorts last
+		return nil
+	})
+	many["tr-zz"] = pending("org-1")["tr-zz"]
+	evaluated(false, many)
 }
 
 var errBoom = errors.New("boom")
