@@ -79,7 +79,7 @@ const preparedBatch = 256
 // round trip: the parts are as large as the parameters allow, and only a one-row statement is
 // prepared.
 func cut[T any](d dialect, items []T, perRow int, f func(part []T, prepared bool) error) error {
-	if d.numbered {
+	if d.name == postgresDialect.name {
 		return inChunks(items, perRow, func(part []T) error { return f(part, len(part) == 1) })
 	}
 	return preparedParts(items, perRow, func(part []T) error { return f(part, true) })
