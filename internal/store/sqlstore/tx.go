@@ -181,13 +181,24 @@ func (t *txn) TouchTrail(ctx context.Context, trailID string, at float64) error 
 }
 
 func (t *txn) TouchTrails(ctx context.Context, at map[string]float64) error {
+	// On PostgreSQL the rows are locked in ID order first: an UPDATE joined to a list locks them
+	// in whatever order its plan meets them, which differs with the list's size, and two batches
+	// touching the same trails (two evaluators on one partition during a rebalance) deadlocked
+	// (TestPostgresTouchTrailsInOrder). The parts go in ID order too.
+	lockFirst := t.d.name == postgresDialect.name
 	return preparedChunks(slices.Sorted(maps.Keys(at)), 2, func(part []string) error {
 		args := make([]any, 0, 2*len(part))
 		for _, id := range part {
 			args = append(args, id, at[id])
 		}
-		_, err := t.exec(ctx, "touch trails", oneOffIf(len(part) > preparedRows)+`UPDATE trails SET last_modified_at = v.column2
-			FROM (VALUES `+typedRows(len(part), "?", "CAST(? AS DOUBLE PRECISION)")+`) AS v WHERE trails.id = v.column1`, args...)
+		values := `(VALUES ` + typedRows(len(part), "?", "CAST(? AS DOUBLE PRECISION)") + `)`
+		q := `UPDATE trails SET last_modified_at = v.column2 FROM ` + values + ` AS v WHERE trails.id = v.column1`
+		if lockFirst {
+			q = `WITH v AS ` + values + `, locked AS (SELECT t.id FROM trails t JOIN v ON t.id = v.column1 ORDER BY t.id
+				FOR NO KEY UPDATE OF t)
+				UPDATE trails SET last_modified_at = v.column2 FROM v JOIN locked l ON l.id = v.column1 WHERE trails.id = l.id`
+		}
+		_, err := t.exec(ctx, "touch trails", oneOffIf(len(part) > preparedRows)+q, args...)
 		return err
 	})
 }
