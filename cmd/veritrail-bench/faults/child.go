@@ -40,6 +40,8 @@ type childSpec struct {
 	Partitions int32    `json:"partitions,omitempty"`
 	Org        string   `json:"org,omitempty"`
 	Token      string   `json:"token,omitempty"`
+	// Instance is the Kafka static member ID (evaluate), the same at every start.
+	Instance string `json:"instance,omitempty"`
 }
 
 // Launcher returns a command that runs this harness's child role: a binary whose main (or
@@ -107,7 +109,7 @@ func RunChild() int {
 func childConfig(spec childSpec, log *slog.Logger) app.Config {
 	s := config.Defaults()
 	s.Addr, s.DataDir, s.Postgres = spec.Addr, spec.DataDir, spec.Postgres
-	s.KafkaBrokers, s.KafkaPartitions = spec.Brokers, spec.Partitions
+	s.KafkaBrokers, s.KafkaPartitions, s.KafkaInstanceID = spec.Brokers, spec.Partitions, spec.Instance
 	s.RateLimitKey, s.RateLimitOrg = 0, 0
 	s.BootstrapOrg, s.BootstrapToken = spec.Org, spec.Token
 	return s.App(log)

@@ -274,8 +274,9 @@ func (h *harness) startDistributed(ctx context.Context, org, token string) error
 	h.brokers = brokers
 	for i := range h.cfg.Evaluators {
 		name := fmt.Sprintf("evaluate-%d", i+1)
+		// Each evaluator keeps its static member ID across restarts, as a pod keeps its name.
 		h.evaluators = append(h.evaluators, h.sup.add(name, childSpec{Role: roleEvaluate, Postgres: pg.dsn(name),
-			Brokers: brokers, Partitions: h.cfg.Partitions, Org: org, Token: token}))
+			Brokers: brokers, Partitions: h.cfg.Partitions, Org: org, Token: token, Instance: name}))
 	}
 	errs := make([]error, len(h.evaluators))
 	var wg sync.WaitGroup

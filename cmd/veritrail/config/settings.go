@@ -41,6 +41,7 @@ type Settings struct {
 	KafkaBrokers           []string `koanf:"kafka-brokers" for:"ingest evaluate notify" help:"comma-separated Kafka bootstrap brokers, as host:port"`
 	KafkaConsumerGroup     string   `koanf:"kafka-consumer-group" for:"ingest evaluate notify" help:"Kafka consumer group shared by the subscribers (empty: veritrail-evaluate, veritrail-notify)"`
 	KafkaClientID          string   `koanf:"kafka-client-id" for:"ingest evaluate notify" help:"Kafka client ID"`
+	KafkaInstanceID        string   `koanf:"kafka-instance-id" for:"evaluate notify" help:"this process's static member ID in its Kafka consumer groups, kept across its restarts (the pod's name), so that a restarted process takes its partitions back at once (empty: dynamic membership)"`
 	KafkaPartitions        int32    `koanf:"kafka-partitions" for:"ingest evaluate notify" min:"1" help:"partitions of the Kafka topics created on first use"`
 	KafkaReplicationFactor int16    `koanf:"kafka-replication-factor" for:"ingest evaluate notify" min:"1" help:"replication factor of the Kafka topics created on first use"`
 
@@ -116,7 +117,7 @@ func (s Settings) App(log *slog.Logger) app.Config {
 	return app.Config{
 		Addr: s.Addr, AdminAddr: s.AdminAddr, DataDir: s.DataDir, Postgres: s.Postgres,
 		Kafka: kafkabus.Config{Brokers: s.KafkaBrokers, ConsumerGroup: s.KafkaConsumerGroup, ClientID: s.KafkaClientID,
-			Partitions: s.KafkaPartitions, ReplicationFactor: s.KafkaReplicationFactor},
+			InstanceID: s.KafkaInstanceID, Partitions: s.KafkaPartitions, ReplicationFactor: s.KafkaReplicationFactor},
 		Ingest: ingest.Config{BaseURL: baseURL, ConsistencyWait: s.ConsistencyWait, Limits: s.Limits()},
 		Notify: app.NotifyConfig{
 			Notifiers: tier.NotifiersConfig{CatalogFile: s.NotifyCatalog, PluginDir: s.NotifyPluginDir, AllowPrivate: s.NotifyAllowPrivate},

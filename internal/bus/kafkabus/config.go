@@ -27,6 +27,14 @@ type Config struct {
 	ConsumerGroup string
 	// ClientID identifies this process in broker logs and quotas.
 	ClientID string
+	// InstanceID, when set, makes this process a static member of its consumer group
+	// (KIP-345): restarted with the same ID (a container restarted in its pod), it takes its
+	// partitions back at once, where a new member waits for the killed one's session to end
+	// and for the rebalance that follows, and every read waiting on those partitions with it.
+	// Each process of a group needs its own; a second process with the same one fences the
+	// first. A static member does not leave the group when it stops, so a process stopped for
+	// good frees its partitions only after the session timeout. Empty: dynamic membership.
+	InstanceID string
 	// Partitions is the partition count of the topics EnsureTopics creates. It
 	// bounds how many consumers of a group can work in parallel.
 	Partitions int32

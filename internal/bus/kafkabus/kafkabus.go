@@ -151,6 +151,7 @@ func subscriberSaramaConfig(cfg Config) *sarama.Config {
 	// acked messages, which at-least-once consumers must tolerate anyway.
 	sc.Consumer.Offsets.AutoCommit.Enable = true
 	sc.Consumer.Offsets.AutoCommit.Interval = time.Second
+	sc.Consumer.Group.InstanceId = cfg.InstanceID
 	return tuned(cfg, sc)
 }
 
