@@ -93,6 +93,7 @@ func (ev *Evidence) LoadAttestations(ctx context.Context, r AttestationReader, f
 	if len(trailIDs) == 0 {
 		return nil
 	}
+	trailIDs = slices.Compact(slices.Sorted(slices.Values(trailIDs))) // a trail reports many of a snapshot's artifacts
 	facts, err := r.TrailAttestationFactsByIDs(ctx, trailIDs)
 	if err != nil {
 		return err

@@ -628,27 +628,11 @@ func (t *txn) LockEnvironment(ctx context.Context, envID string) error {
 func (t *txn) PutPolicyEvaluations(ctx context.Context, orgID string, evals []store.PolicyEvaluation) error {
 	ids := make([]string, len(evals))
 	docs := map[string]string{}
-	// The evaluator passes one slice per distinct document (most evaluations share a few): each
-	// slice is hashed once.
-	type slice struct {
-		first *byte
-		n     int
-	}
-	seen := map[slice]string{}
 	for i, e := range evals {
-		var k slice
-		if len(e.RuleEvaluations) > 0 {
-			k = slice{&e.RuleEvaluations[0], len(e.RuleEvaluations)}
-			if id, ok := seen[k]; ok {
-				ids[i] = id
-				continue
-			}
-		}
 		sum := sha256.Sum256(e.RuleEvaluations)
 		ids[i] = hex.EncodeToString(sum[:16])
-		docs[ids[i]] = string(e.RuleEvaluations)
-		if k.first != nil {
-			seen[k] = ids[i]
+		if _, ok := docs[ids[i]]; !ok { // most evaluations share a few documents
+			docs[ids[i]] = string(e.RuleEvaluations)
 		}
 	}
 	distinct := slices.Sorted(maps.Keys(docs))
