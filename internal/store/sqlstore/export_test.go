@@ -1,9 +1,19 @@
 package sqlstore
 
+import "context"
+
 // RetakePageAnchorsAtOnce makes s take a flow's page anchors again as soon as more trails were
 // inserted since than anchorEvery, so that the store tests walk that path too.
 func RetakePageAnchorsAtOnce(s *Store) {
-	if s.trailPages != nil { // SQLite only
-		s.trailPages.retake = 0
+	s.trailPages.retake = 0
+}
+
+// PageAnchored says whether a page of flow's trails that starts at offset starts at a kept
+// anchor instead of at the head of the list.
+func PageAnchored(t interface{ Fatal(...any) }, s *Store, org, flow string, offset int) bool {
+	_, ok, err := s.trailPages.seek(context.Background(), s.reader(), org, flow, offset)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return ok
 }

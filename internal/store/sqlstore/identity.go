@@ -253,12 +253,8 @@ var createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)`)
 // Wipe empties every table of the schema in one transaction. The tables are read from the
 // schema itself, so a table added later is wiped too.
 func (s *Store) Wipe(ctx context.Context) error {
-	if s.trailCounts != nil {
-		defer s.trailCounts.reset() // after the delete: a count between would keep the old rows
-	}
-	if s.trailPages != nil {
-		defer s.trailPages.reset() // after the delete, as the counts
-	}
+	defer s.trailCounts.reset() // after the delete: a count between would keep the old rows
+	defer s.trailPages.reset()
 	return s.Update(ctx, func(tx store.Tx) error {
 		t := tx.(*txn)
 		for _, stmt := range slices.Concat(schemaStatements, policyStatements, addedTables) {

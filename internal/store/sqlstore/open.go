@@ -71,7 +71,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlstore: connect postgres: %w", err)
 	}
 	cache := newStmtCache(db)
-	s := &Store{d: postgresDialect, w: db, r: db, wstmts: cache, rstmts: cache, dsn: dsn, trailCounts: newTrailCounts()}
+	s := &Store{d: postgresDialect, w: db, r: db, wstmts: cache, rstmts: cache, dsn: dsn, trailCounts: newTrailCounts(), trailPages: newTrailPages()}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err

@@ -5,21 +5,22 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
 
 // trailPages keeps, per flow, every anchorEvery-th trail of its list (newest first) with its
 // position, so that a deep page of the list starts walking at the nearest anchor before it
-// instead of at the head: SQLite's OFFSET steps through every index entry it skips, and a
-// flow's middle page at 1M attestations skipped 2,500 (1.9x its time at 10k). Trails are never
-// deleted (Wipe resets this) and their created_at never changes, so an anchor's position moves
-// only by the trails inserted since it was taken: those after the table's last rowid then (one
-// writer inserts rowids in commit order), read with each deep page, which also give the flow's
-// total. Once there are more than anchorEvery of them, the anchors are taken again.
-//
-// SQLite only: PostgreSQL skips index-only entries at about 0.1 us each, and there the
-// anchors' extra statement cost more than the walk they saved (measured at 300k attestations).
+// instead of at the head: OFFSET steps through every index entry it skips, and a flow's middle
+// page at 1M attestations skipped 2,500 (1.9x its time at 10k on SQLite; on PostgreSQL, 1.5-2.2x).
+// Trails are never deleted (Wipe resets this) and their created_at never changes, so an anchor's
+// position moves only by the trails inserted after its mark, read with each deep page, which
+// also give the flow's total (the page needs no count of its own). The mark is the one the trail
+// counts keep (trailCounts): on SQLite the table's last rowid when the anchors were taken (one
+// writer inserts rowids in commit order); on PostgreSQL the taking snapshot's xmin, with the
+// anchors taken among the trails of transactions below it, which every later snapshot sees
+// alike. Once there are more than anchorEvery trails past the mark, the anchors are taken again.
 type trailPages struct {
 	mu     sync.Mutex
 	m      map[trailCountKey]*pageAnchors // flow is never ""
@@ -34,6 +35,13 @@ const anchorEvery = 256
 // so that a flow written to fast is walked at most once a second.
 const retakeAfter = time.Second
 
+// maxRecent bounds the trails past the mark that a deep page reads; with more, it walks from the
+// head.
+const maxRecent = 4 * anchorEvery
+
+// sinceLimit is maxRecent+1 as SQL text.
+var sinceLimit = strconv.Itoa(maxRecent + 1)
+
 // maxAnchoredFlows bounds the flows kept; past it the map starts again (a re-walk per flow).
 const maxAnchoredFlows = 4096
 
@@ -41,7 +49,7 @@ const maxAnchoredFlows = 4096
 type pageAnchors struct {
 	keys  []trailKey // keys[i] is the trail at position i*anchorEvery among those up to mark
 	n     int        // the trails up to mark
-	mark  int64      // the table's last rowid when they were taken
+	mark  int64      // SQLite: the table's last rowid when they were taken; PostgreSQL: that snapshot's xmin
 	taken time.Time
 }
 
@@ -95,6 +103,11 @@ func (p *trailPages) seek(ctx context.Context, r reads, org, flow string, offset
 			return pagePlace{}, false, err
 		}
 	}
+	if len(recent) > maxRecent {
+		// The mark stays behind (on PostgreSQL a long transaction anywhere in the cluster holds
+		// the xmin back): reading what is past it would cost more than the walk.
+		return pagePlace{}, false, nil
+	}
 	// The anchors' positions now: their own, plus the recent trails before each.
 	slices.SortFunc(recent, compareKeys)
 	best, bestPos := -1, 0
@@ -126,11 +139,19 @@ func countBefore(sorted []trailKey, k trailKey) int {
 }
 
 // take walks the flow's list (from its index) and keeps every anchorEvery-th trail, with the
-// table's last rowid, in one statement: the trails read as recent later are those inserted
-// after the walk, in any flow, not every trail after the flow's last one.
+// mark, in one statement: the trails read as recent later are those past the mark, in any flow,
+// not every trail after the flow's last one.
 func (p *trailPages) take(ctx context.Context, r reads, key trailCountKey) (*pageAnchors, error) {
-	rows, err := r.rows(ctx, `SELECT created_at, id, (SELECT COALESCE(MAX(rowid), 0) FROM trails) FROM trails
-		WHERE flow_id = ? AND org_id = ? ORDER BY created_at DESC, id`, key.flow, key.org)
+	q := `SELECT created_at, id, (SELECT COALESCE(MAX(rowid), 0) FROM trails) FROM trails
+		WHERE flow_id = ? AND org_id = ? ORDER BY created_at DESC, id`
+	if r.d.name == postgresDialect.name {
+		// The trails of transactions at or past the snapshot's xmin are left to since: some may
+		// still commit, and a later snapshot would see them where this one did not.
+		q = `WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS h)
+			SELECT t.created_at, t.id, s.h FROM trails t, s
+			WHERE t.flow_id = ? AND t.org_id = ? AND t.xid < s.h ORDER BY t.created_at DESC, t.id`
+	}
+	rows, err := r.rows(ctx, q, key.flow, key.org)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: trail page anchors: %w", err)
 	}
@@ -150,7 +171,7 @@ func (p *trailPages) take(ctx context.Context, r reads, key trailCountKey) (*pag
 		return nil, fmt.Errorf("sqlstore: trail page anchors: %w", err)
 	}
 	if a.n == 0 {
-		return a, nil // a flow with no trail yet: no row told the mark, nothing to keep
+		return a, nil // a flow with no (settled) trail yet: no row told the mark, nothing to keep
 	}
 	p.mu.Lock()
 	if len(p.m) >= maxAnchoredFlows {
@@ -161,11 +182,21 @@ func (p *trailPages) take(ctx context.Context, r reads, key trailCountKey) (*pag
 	return a, nil
 }
 
-// since reads the keys of the flow's trails inserted after mark (a rowid). The unary + keeps
-// SQLite on the rowids (as trailCounts' count does).
+// since reads the keys of the flow's trails past mark, at most maxRecent+1 of them: on SQLite
+// inserted after that rowid (the unary + keeps SQLite on the rowids, as trailCounts' count
+// does), on PostgreSQL inserted by a transaction at or after that xmin (the flow's xid index).
 func (p *trailPages) since(ctx context.Context, r reads, key trailCountKey, mark int64) ([]trailKey, error) {
-	rows, err := r.rows(ctx, `SELECT created_at, id FROM trails WHERE rowid > ? AND +flow_id = ? AND +org_id = ?`,
-		mark, key.flow, key.org)
+	q := `SELECT created_at, id FROM trails WHERE rowid > ? AND +flow_id = ? AND +org_id = ? LIMIT ` + sinceLimit
+	args := []any{mark, key.flow, key.org}
+	if r.d.name == postgresDialect.name {
+		// The mark is behind a subquery, hidden from the planner: given it, PostgreSQL sees that
+		// few trails are past it, which a generic plan cannot, so it would plan this statement
+		// afresh at every call (a tenth of a millisecond). The LIMIT is written in for the same
+		// reason.
+		q = `SELECT created_at, id FROM trails WHERE flow_id = ? AND xid >= (SELECT ?::bigint) AND org_id = ? LIMIT ` + sinceLimit
+		args = []any{key.flow, mark, key.org}
+	}
+	rows, err := r.rows(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: trails after the page anchors: %w", err)
 	}
