@@ -5,6 +5,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,6 +104,14 @@ type Trail struct {
 	State          string          // INCOMPLETE, COMPLIANT, NON-COMPLIANT
 	Compliance     json.RawMessage // the evaluated compliance_status document
 	EvaluatedAt    float64
+}
+
+// CompareListed orders trails as ListTrails lists them: newest first, ties by ID.
+func CompareListed(a, b Trail) int {
+	if c := cmp.Compare(b.CreatedAt, a.CreatedAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
 }
 
 // Artifact is a build output reported to a trail.

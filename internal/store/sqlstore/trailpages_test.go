@@ -1,7 +1,6 @@
 package sqlstore_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -41,12 +40,7 @@ func TestPostgresPageAnchorsAndLateCommits(t *testing.T) {
 	}
 	check := func(stage string) {
 		t.Helper()
-		slices.SortFunc(want, func(a, b store.Trail) int {
-			if c := cmp.Compare(b.CreatedAt, a.CreatedAt); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.ID, b.ID)
-		})
+		slices.SortFunc(want, store.CompareListed)
 		const per = 20
 		for page := 1; (page-1)*per < len(want); page++ {
 			got, total, err := s.ListTrails(ctx, "org-a", store.TrailFilter{FlowIDs: []string{"flow-1"},
@@ -55,9 +49,39 @@ func TestPostgresPageAnchorsAndLateCommits(t *testing.T) {
 				t.Fatal(err)
 			}
 			exp := want[(page-1)*per : min(page*per, len(want))]
-			if total != len(want) || !slices.EqualFunc(got, exp, func(a, b store.Trail) bool { return a.ID == b.ID }) {
-				t.Fatalf("%s: page %d: total %d (want %d), IDs %v, want %v", stage, page, total, len(want), ids(got), ids(exp))
+			if total != len(want) || len(got) != len(exp) {
+				t.Fatalf("%s: page %d: total %d (want %d), %d trails (want %d)", stage, page, total, len(want), len(got), len(exp))
 			}
+			for i := range got {
+				if got[i].ID != exp[i].ID {
+					t.Fatalf("%s: page %d, row %d: %s, want %s", stage, page, i, got[i].ID, exp[i].ID)
+				}
+			}
+		}
+	}
+	// holdOpen inserts late in a transaction it keeps open until the returned function commits it.
+	holdOpen := func(late store.Trail) (commit func()) {
+		t.Helper()
+		inserted, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			done <- s.Update(ctx, func(tx store.Tx) error {
+				if _, err := tx.UpsertTrail(ctx, late); err != nil {
+					close(inserted)
+					return err
+				}
+				close(inserted)
+				<-release
+				return nil
+			})
+		}()
+		<-inserted
+		return func() {
+			t.Helper()
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, late)
 		}
 	}
 
@@ -80,19 +104,7 @@ func TestPostgresPageAnchorsAndLateCommits(t *testing.T) {
 	// A transaction that inserted a trail in the middle of the list stays open while others
 	// commit ahead of the list and the anchors are taken again (they are retaken at once once
 	// more than 256 trails are past the mark: the test store retakes without waiting).
-	inserted, commit, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	late := trail(9999, 1299.5)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			if _, err := tx.UpsertTrail(ctx, late); err != nil {
-				return err
-			}
-			close(inserted)
-			<-commit
-			return nil
-		})
-	}()
-	<-inserted
+	commit := holdOpen(trail(9999, 1299.5))
 	var ahead []store.Trail
 	for i := range 300 {
 		ahead = append(ahead, trail(600+i, float64(5000+i)))
@@ -102,27 +114,11 @@ func TestPostgresPageAnchorsAndLateCommits(t *testing.T) {
 	if !sqlstore.PageAnchored(t, s, "org-a", "flow-1", 500) {
 		t.Fatal("a deep page does not start at an anchor while a transaction is open")
 	}
-	close(commit)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	want = append(want, late)
+	commit()
 	check("after the late commit")
 
 	// With more trails past the mark than a page would read, pages walk from the head.
-	inserted, commit, done = make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	late = trail(9998, 1100.5)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			if _, err := tx.UpsertTrail(ctx, late); err != nil {
-				return err
-			}
-			close(inserted)
-			<-commit
-			return nil
-		})
-	}()
-	<-inserted
+	commit = holdOpen(trail(9998, 1100.5))
 	ahead = ahead[:0]
 	for i := range 1100 {
 		ahead = append(ahead, trail(1000+i, float64(9000+i)))
@@ -132,18 +128,6 @@ func TestPostgresPageAnchorsAndLateCommits(t *testing.T) {
 		t.Fatal("a deep page starts at an anchor with 1,100 trails past its mark")
 	}
 	check("held back")
-	close(commit)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	want = append(want, late)
+	commit()
 	check("after the second late commit")
-}
-
-func ids(trails []store.Trail) []string {
-	out := make([]string, len(trails))
-	for i, tr := range trails {
-		out[i] = tr.ID
-	}
-	return out
 }

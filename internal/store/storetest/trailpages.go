@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -44,12 +43,7 @@ func testTrailPages(t *testing.T, e *env) {
 	}
 	check := func(stage string) {
 		t.Helper()
-		slices.SortFunc(want, func(a, b store.Trail) int {
-			if c := cmp.Compare(b.CreatedAt, a.CreatedAt); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.ID, b.ID)
-		})
+		slices.SortFunc(want, store.CompareListed)
 		for _, per := range []int{20, 37} {
 			for page := 1; (page-1)*per <= len(want); page++ {
 				got, total, err := e.s.ListTrails(e.ctx, o.ID, store.TrailFilter{FlowIDs: []string{f1.ID},
