@@ -1,6 +1,9 @@
 package sqlstore
 
-import "context"
+import (
+	"context"
+	"testing"
+)
 
 // RetakePageAnchorsAtOnce makes s take a flow's page anchors again as soon as more trails were
 // inserted since than anchorEvery, so that the store tests walk that path too.
@@ -10,7 +13,8 @@ func RetakePageAnchorsAtOnce(s *Store) {
 
 // PageAnchored says whether a page of flow's trails that starts at offset starts at a kept
 // anchor instead of at the head of the list.
-func PageAnchored(t interface{ Fatal(...any) }, s *Store, org, flow string, offset int) bool {
+func PageAnchored(t testing.TB, s *Store, org, flow string, offset int) bool {
+	t.Helper()
 	_, ok, err := s.trailPages.seek(context.Background(), s.reader(), org, flow, offset)
 	if err != nil {
 		t.Fatal(err)
