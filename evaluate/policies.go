@@ -90,7 +90,13 @@ const parallelFrom = 64
 func (pj *policyJudge) decide(ctx context.Context, r store.Reader, env store.Environment, policies []judgedPolicy,
 	arts []envpolicy.Artifact, prev map[store.VerdictKey]store.VerdictState, rewrite bool, at float64) (decision, error) {
 	d := decision{byKey: make(map[store.VerdictKey]int, len(arts))}
-	in := envpolicy.NewInput(policyeval.Environment(env), arts)
+	parsed := make([]*envpolicy.Policy, len(policies))
+	for i, p := range policies {
+		parsed[i] = p.policy
+	}
+	// The hashes cover what these policies read: with YAML policies only, not the environment, so the
+	// evaluations made in one environment hold in the next that runs the same artifact.
+	in := envpolicy.NewInputFor(parsed, policyeval.Environment(env), arts)
 	hashes := make([]string, len(in.Artifacts))
 	for i, a := range in.Artifacts {
 		hashes[i] = a.Hash

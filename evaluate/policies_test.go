@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -328,17 +329,23 @@ func newPolicyFixtureOn(tb testing.TB, st *sqlstore.Store, n int) *envFixture {
 }
 
 // BenchmarkApplySnapshot1000Policies: a 1,000-artifact snapshot applied end to end in the evaluator against 3
-// policies, in a new environment each time (nothing to reuse: the environment is part of every input). Cold: a
-// new evaluator each time too, so every policy is compiled and prepared; Warm: the queries stay prepared.
+// policies, in a new environment each time. Cold: a new evaluator each time too, so every policy is compiled and
+// prepared; Warm: the queries stay prepared. In both, the evaluations stored by the iteration before are deleted
+// first (untimed), so every artifact is evaluated by every policy: the policies are YAML, whose evaluations
+// would otherwise carry over from the environment before. Promoted keeps them: the same artifacts run in one
+// environment after another with the same policy versions, as a build promoted through environments does.
 // NoPolicies is the same apply without policies, in the same run.
 func BenchmarkApplySnapshot1000Policies(b *testing.B) {
-	for _, mode := range []string{"NoPolicies", "Cold", "Warm"} {
+	for _, mode := range []string{"NoPolicies", "Cold", "Warm", "Promoted"} {
 		withPolicies := mode != "NoPolicies"
 		b.Run(mode, func(b *testing.B) {
 			f := newPolicyFixture(b, 1000)
 			insts := make([]contract.RunningInstance, 1000)
 			for j := range insts {
 				insts[j] = contract.RunningInstance{Name: fmt.Sprint("app-", j), Fingerprint: fp(j), CreationTimestamp: 1}
+			}
+			if mode == "Promoted" {
+				f.report(b, 1000, 0) // judged in env-1 first, as in staging before production
 			}
 			b.ResetTimer()
 			for i := range b.N {
@@ -349,6 +356,11 @@ func BenchmarkApplySnapshot1000Policies(b *testing.B) {
 				})
 				if withPolicies {
 					f.attach(b, envID, false, "policy-0", "policy-1", "policy-2")
+				}
+				if mode == "Cold" || mode == "Warm" {
+					if _, err := f.st.DB().Exec(`DELETE FROM policy_evaluations`); err != nil {
+						b.Fatal(err)
+					}
 				}
 				if mode == "Cold" {
 					ev, err := New(Config{}, Deps{Store: f.st, Engine: template.NewEngine(template.EngineOptions{})})
@@ -406,20 +418,99 @@ func BenchmarkApplySnapshot1000PoliciesOneChanged(b *testing.B) {
 	}
 }
 
-// TestEnvironmentRenameReJudges: policies see the environment's name and tags, so renaming it judges its artifacts
-// again, with the new name in their input.
+// regoPolicy stores a version of a raw Rego policy named name.
+func (f *envFixture) regoPolicy(tb testing.TB, name, src string) {
+	tb.Helper()
+	p, err := envpolicy.ParseRego([]byte(src))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.handle(tb, func(e *contract.Envelope) {
+		e.Kind, e.Policy = contract.KindPolicyVersion, &contract.PolicyVersion{Name: name, Format: store.PolicyRego, Content: src, ContentID: p.ID}
+	})
+}
+
+// envNamedProd is a raw Rego policy that reads the environment: compliant in an environment named prod only.
+const envNamedProd = "package envname\n\nrule_evaluations := [{\"rule\": {\"type\": \"custom\", \"id\": \"env-name\", \"definition\": {}}, " +
+	"\"satisfied\": input.environment.name == \"prod\", \"ignored\": false, \"resolutions\": []}]\n"
+
+// TestEnvironmentRenameReJudges: a raw Rego policy may read the environment's name and tags, so renaming it
+// judges its artifacts again, with the new name in their input. YAML policies cannot read them: their
+// evaluations hold, and the verdicts are written again without an OPA evaluation.
 func TestEnvironmentRenameReJudges(t *testing.T) {
 	f := newEnvFixture(t, 1)
 	f.policy(t, "prov", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  provenance:\n    required: true\n")
-	f.attach(t, "env-1", false, "prov")
+	f.regoPolicy(t, "env-name", envNamedProd)
+	f.attach(t, "env-1", false, "prov", "env-name")
 	f.report(t, 1, 0)
 	before := f.verdicts(t, "env-1")["app-0"]
-	name := "production"
-	f.handle(t, func(e *contract.Envelope) {
-		e.Kind, e.EnvChange = contract.KindEnvironmentChanged, &contract.EnvironmentChange{EnvID: "env-1", NewName: &name}
-	})
+	rename := func(name string) {
+		f.handle(t, func(e *contract.Envelope) {
+			e.Kind, e.EnvChange = contract.KindEnvironmentChanged, &contract.EnvironmentChange{EnvID: "env-1", NewName: &name}
+		})
+	}
+	rename("staging")
 	after := f.verdicts(t, "env-1")["app-0"]
-	if after.InputHash == before.InputHash || after.EvaluatedAt == before.EvaluatedAt || !after.Compliant {
-		t.Errorf("after renaming the environment: %+v, before %+v", after, before)
+	if after.InputHash == before.InputHash || after.EvaluatedAt == before.EvaluatedAt || after.Compliant || !before.Compliant {
+		t.Errorf("after renaming prod to staging: %+v, before %+v", after, before)
+	}
+
+	f.attach(t, "env-1", true, "env-name")
+	yamlOnly := f.verdicts(t, "env-1")["app-0"]
+	evaluations := f.ev.policies.engine.Stats().Hits // one a policy evaluation (each prepared by now)
+	rename("production")
+	again := f.verdicts(t, "env-1")["app-0"]
+	if again.InputHash != yamlOnly.InputHash || !again.Compliant || again.EvaluatedAt == yamlOnly.EvaluatedAt {
+		t.Errorf("YAML policies only, after a rename: %+v, before %+v; want the same input hash, written again", again, yamlOnly)
+	}
+	if n := f.ev.policies.engine.Stats().Hits - evaluations; n != 0 {
+		t.Errorf("YAML policies only: a rename made %d OPA evaluations, want none", n)
+	}
+}
+
+// TestPromotionReusesEvaluations: an artifact judged by YAML policies in one environment keeps those evaluations
+// when it runs in another with the same policy versions (a promotion): the second environment's verdicts cost no
+// OPA evaluation, and say what the first one's do. A raw Rego policy, which may read the environment, is
+// evaluated again there.
+func TestPromotionReusesEvaluations(t *testing.T) {
+	f := newEnvFixture(t, 2)
+	f.handle(t, func(e *contract.Envelope) {
+		e.Kind, e.Environment = contract.KindEnvironmentUpserted, &contract.EnvironmentUpsert{ID: "env-2", Name: "staging", Type: "K8S"}
+	})
+	for i, src := range envpolicytest.Policies() {
+		f.policy(t, fmt.Sprint("policy-", i), src)
+	}
+	f.regoPolicy(t, "env-name", envNamedProd)
+	f.attach(t, "env-1", false, "policy-0", "policy-1", "policy-2")
+	f.attach(t, "env-2", false, "policy-0", "policy-1", "policy-2")
+	running := runningIn(contract.RunningInstance{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: 1},
+		contract.RunningInstance{Name: "app-1", Fingerprint: fp(1), CreationTimestamp: 1})
+	stats := func() uint64 { s := f.ev.policies.engine.Stats(); return s.Hits + s.Misses } // one a policy evaluation
+	snapshot := func(envID string) {
+		f.handle(t, func(e *contract.Envelope) { running(e); e.Snapshot.EnvID = envID })
+	}
+	before := stats()
+	snapshot("env-2")
+	if n := stats() - before; n != 3 {
+		t.Fatalf("the first environment's snapshot made %d OPA evaluations, want 3 (one a policy)", n)
+	}
+	before = stats()
+	snapshot("env-1")
+	if n := stats() - before; n != 0 {
+		t.Errorf("the promoted snapshot made %d OPA evaluations, want none", n)
+	}
+	staging, prod := f.verdicts(t, "env-2"), f.verdicts(t, "env-1")
+	for _, name := range []string{"app-0", "app-1"} {
+		s, p := staging[name], prod[name]
+		if s.InputHash == "" || s.InputHash != p.InputHash || !reflect.DeepEqual(s.Policies, p.Policies) || s.Compliant != p.Compliant {
+			t.Errorf("%s: staging %+v, prod %+v: want the same evaluations", name, s, p)
+		}
+	}
+	// With a policy that reads the environment among them, each environment's inputs are its own.
+	f.attach(t, "env-1", false, "env-name")
+	f.attach(t, "env-2", false, "env-name")
+	staging, prod = f.verdicts(t, "env-2"), f.verdicts(t, "env-1")
+	if a, b := staging["app-0"], prod["app-0"]; a.InputHash == b.InputHash || a.Compliant || len(b.Policies) != 4 {
+		t.Errorf("with a policy reading the environment: staging %+v, prod %+v", a, b)
 	}
 }

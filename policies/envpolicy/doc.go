@@ -71,7 +71,8 @@
 // [NewInput] builds the documents of a snapshot from [Artifact] values. [ArtifactInput.Hash] is the SHA-256 of
 // everything in an artifact's document and the environment: the evaluation of an artifact by one policy version
 // depends on nothing else, so a caller may keep verdicts keyed by (Policy.ID, Hash) and evaluate only the
-// artifacts whose hash changed ([Input.Select]).
+// artifacts whose hash changed ([Input.Select]). [NewInputFor] leaves the environment out of the Hash when every
+// policy is YAML, which cannot read it: an artifact's evaluations then hold in every environment it runs in.
 //
 // # Rule semantics
 //

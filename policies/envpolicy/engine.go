@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/veritrail/veritrail/policies/envpolicy/expr"
 	"github.com/veritrail/veritrail/policies/rego"
 )
 
@@ -112,6 +115,7 @@ type Engine struct {
 	queries     *rego.QueryCache
 	timeout     time.Duration
 	regoTimeout time.Duration
+	judged      atomic.Int64 // artifacts OPA evaluated, one a policy
 }
 
 // NewEngine returns an Engine.
@@ -127,6 +131,10 @@ func NewEngine(opts Options) *Engine {
 
 // Stats reports the prepared-query cache counters.
 func (e *Engine) Stats() rego.CacheStats { return e.queries.Stats() }
+
+// Judged is how many artifacts OPA has evaluated, each policy counting apart: Evaluate's artifacts less those
+// that took the evaluation of another of their shape.
+func (e *Engine) Judged() int64 { return e.judged.Load() }
 
 // Prepare compiles and prepares p ahead of its first evaluation (Evaluate does it when needed).
 func (e *Engine) Prepare(ctx context.Context, p *Policy) error {
@@ -161,8 +169,8 @@ func (p *Policy) label() string {
 	return p.ID
 }
 
-// Evaluate judges every artifact of in against p in one OPA evaluation and returns one evaluation per artifact,
-// in order.
+// Evaluate judges every artifact of in against p and returns one evaluation per artifact, in order: in one OPA
+// evaluation, or two for a YAML policy that judges the artifacts of one shape alike (see evaluate).
 func (e *Engine) Evaluate(ctx context.Context, p *Policy, in *Input) ([]PolicyEvaluation, error) {
 	if len(in.Artifacts) == 0 {
 		return []PolicyEvaluation{}, nil
@@ -175,14 +183,86 @@ func (e *Engine) Evaluate(ctx context.Context, p *Policy, in *Input) ([]PolicyEv
 	if p.Kind == KindRego {
 		limit = e.regoTimeout
 	}
-	return evaluate(ctx, p, pq, limit, in)
+	out, judged, err := evaluate(ctx, p, pq, limit, in)
+	e.judged.Add(int64(judged))
+	return out, err
 }
 
-// evaluate runs a prepared policy on a batch and decodes what it says of each artifact.
-func evaluate(ctx context.Context, p *Policy, pq rego.PreparedQuery, limit time.Duration, in *Input) ([]PolicyEvaluation, error) {
+// evaluate runs a prepared policy on in and decodes what it says of each artifact. A YAML policy whose conditions
+// do not read the artifact itself is evaluated once per shape of artifact (ArtifactInput.shape) first: where it
+// finds that one compliant, every rule holds with the policy's constant evaluations, so the other artifacts of the
+// shape get the same; the artifacts of the shapes it does not find compliant are evaluated each, since the
+// messages of failing rules name the artifact and its trails. A snapshot of builds from a few pipelines is judged
+// in a few evaluations per policy instead of one per artifact.
+// judged counts the artifacts OPA evaluated.
+func evaluate(ctx context.Context, p *Policy, pq rego.PreparedQuery, limit time.Duration, in *Input) (out []PolicyEvaluation, judged int, err error) {
 	// The limit covers the evaluation, not the wait for a preparation shared with other callers.
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	if len(in.Artifacts) < 2 || !p.judgesByShape() {
+		out, err = evaluateBatch(ctx, p, pq, limit, in)
+		return out, len(in.Artifacts), err
+	}
+	first := make(map[string]int, len(in.Artifacts)) // the first artifact of each shape
+	var reps, rest []int
+	for i, a := range in.Artifacts {
+		if _, ok := first[a.shape]; ok {
+			rest = append(rest, i)
+			continue
+		}
+		first[a.shape] = i
+		reps = append(reps, i)
+	}
+	if len(rest) == 0 {
+		out, err = evaluateBatch(ctx, p, pq, limit, in)
+		return out, len(in.Artifacts), err
+	}
+	out = make([]PolicyEvaluation, len(in.Artifacts))
+	evals, err := evaluateBatch(ctx, p, pq, limit, in.pick(reps))
+	if err != nil {
+		return nil, 0, err
+	}
+	for k, i := range reps {
+		out[i] = evals[k]
+	}
+	var again []int
+	for _, i := range rest {
+		if r := out[first[in.Artifacts[i].shape]]; r.Compliant {
+			out[i] = r
+		} else {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		if evals, err = evaluateBatch(ctx, p, pq, limit, in.pick(again)); err != nil {
+			return nil, 0, err
+		}
+		for k, i := range again {
+			out[i] = evals[k]
+		}
+	}
+	return out, len(reps) + len(again), nil
+}
+
+// judgesByShape reports whether the policy's verdict on an artifact it finds compliant depends only on the
+// artifact's shape: a YAML policy none of whose conditions reads the artifact (its name or fingerprint).
+func (p *Policy) judgesByShape() bool {
+	if p.Kind != KindYAML {
+		return false
+	}
+	var conds []*expr.Expression
+	conds = append(conds, p.Rules.Provenance.Exceptions...)
+	conds = append(conds, p.Rules.TrailCompliance.Exceptions...)
+	for _, a := range p.Rules.Attestations {
+		if a.If != nil {
+			conds = append(conds, a.If)
+		}
+	}
+	return !slices.ContainsFunc(conds, func(c *expr.Expression) bool { return c.Reads("artifact") })
+}
+
+// evaluateBatch evaluates every artifact of in in one OPA evaluation.
+func evaluateBatch(ctx context.Context, p *Policy, pq rego.PreparedQuery, limit time.Duration, in *Input) ([]PolicyEvaluation, error) {
 	batch := in.batch()
 	if err := ctx.Err(); err != nil { // OPA finishes small evaluations before it notices a cancelled context
 		return nil, fmt.Errorf("policy %s: %w", p.label(), err)

@@ -290,7 +290,7 @@ func TestFastPathsMatchTheJudges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := evaluate(context.Background(), p, pq, time.Minute, in)
+		ref, err := evaluateBatch(context.Background(), p, pq, time.Minute, in) // every artifact evaluated
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,6 +299,95 @@ func TestFastPathsMatchTheJudges(t *testing.T) {
 				t.Fatalf("policy\n%s\nartifact %s:\nfast path %s\njudges %s", src, dump(arts[i]), dump(fast[i]), dump(ref[i]))
 			}
 		}
+	}
+}
+
+// TestShapesShareEvaluations: a YAML policy judges the artifacts of one shape (ArtifactInput.shape) alike where
+// it finds them compliant, so it evaluates one of each shape and those it does not find compliant; every
+// evaluation equals the one OPA gives that artifact alone, for random evidence where many artifacts share a shape
+// with others of other names, fingerprints, trail names, attestation IDs and times.
+func TestShapesShareEvaluations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var arts []Artifact
+	for i := range 200 {
+		a := randomArtifact(rng, i)
+		arts = append(arts, a)
+		for k := range rng.IntN(4) { // the same evidence under other names
+			b := a
+			b.Name, b.Fingerprint = fmt.Sprintf("%s-copy%d", a.Name, k), fingerprint(fmt.Sprint(a.Name, k))
+			b.Trails = make([]Trail, len(a.Trails))
+			for j, tr := range a.Trails {
+				tr.Name = fmt.Sprintf("%s-%d-%d", tr.Name, i, k)
+				tr.Attestations = slices.Clone(tr.Attestations)
+				for x := range tr.Attestations {
+					tr.Attestations[x].ID = fmt.Sprint(tr.Attestations[x].ID, "-", k)
+					if rng.IntN(3) == 0 { // another time: the same shape unless it picks another decision
+						tr.Attestations[x].CreatedAt += float64(rng.IntN(3))
+					}
+				}
+				// Now and then evidence that differs where it counts, which must not pass for the other's.
+				if rng.IntN(6) == 0 {
+					tr.State = []string{"COMPLIANT", "NON-COMPLIANT", "INCOMPLETE"}[rng.IntN(3)]
+				}
+				if n := len(tr.Attestations); n > 0 && rng.IntN(6) == 0 {
+					tr.Attestations[rng.IntN(n)].Compliant = rng.IntN(2) == 0
+				}
+				if n := len(tr.Attestations); n > 0 && rng.IntN(4) == 0 { // the latest decision, whatever it was
+					tr.Attestations[rng.IntN(n)].CreatedAt = 10
+				}
+				b.Trails[j] = tr
+			}
+			b.Allowlisted = a.Allowlisted != (rng.IntN(8) == 0)
+			arts = append(arts, b)
+		}
+	}
+	// Two artifacts that differ only in which of their decisions is the latest: one shape would be wrong.
+	for i, times := range [][2]float64{{2, 1}, {1, 2}} {
+		approved, rejected := decision("release", "change-approval", true, times[0]), decision("release", "change-approval", false, times[1])
+		rejected.OnArtifact = false
+		arts = append(arts, artifact(fmt.Sprint("svc:", i), trail("backend-ci", fmt.Sprint("r", i), "COMPLIANT", highRisk, approved, rejected)))
+	}
+	in := NewInput(prod, arts)
+	policies := slices.Clone(benchPolicies)
+	for _, tc := range evalCases() {
+		policies = append(policies, tc.policy)
+	}
+	e := NewEngine(Options{})
+	ctx := context.Background()
+	shared := 0
+	for _, src := range policies {
+		if !strings.HasPrefix(src, "_schema") {
+			src = schemaLine + src
+		}
+		p := mustParse(t, src)
+		before := e.Judged()
+		got, err := e.Evaluate(ctx, p, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		judged := e.Judged() - before
+		pq, err := e.prepared(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := evaluateBatch(ctx, p, pq, time.Minute, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("policy\n%s\nartifact %s:\njudged by shape %s\nalone %s", src, dump(arts[i]), dump(got[i]), dump(want[i]))
+			}
+		}
+		switch {
+		case !p.judgesByShape() && judged != int64(len(arts)):
+			t.Errorf("policy\n%s\nreads the artifact, yet OPA evaluated %d artifacts of %d", src, judged, len(arts))
+		case p.judgesByShape() && judged < int64(len(arts)):
+			shared++
+		}
+	}
+	if shared < len(policies)/2 {
+		t.Errorf("only %d policies of %d judged an artifact by the evaluation of another", shared, len(policies))
 	}
 }
 
@@ -532,6 +621,57 @@ func TestInputHash(t *testing.T) {
 		if hash(env, a) == h {
 			t.Errorf("%s: the hash did not change", name)
 		}
+	}
+}
+
+// TestInputForHash: the Hash of an input for policies that cannot read the environment (YAML) is the same in
+// every environment, and YAML evaluations carried over by it are the evaluations made there; a raw Rego policy,
+// or one that did not parse, puts the environment back in.
+func TestInputForHash(t *testing.T) {
+	yaml := mustParse(t, "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  provenance:\n    required: true\n")
+	raw := mustParseRego(t, "package envtest\n\nrule_evaluations := [{\"rule\": {\"type\": \"custom\", \"id\": \"env\", \"definition\": {}}, \"satisfied\": input.environment.name == \"prod\", \"ignored\": false, \"resolutions\": []}]\n")
+	a := artifact("api:1", trail("backend-ci", "b", "COMPLIANT", nil, onArtifact("snyk", "snyk", true, 1)))
+	staging := Environment{Name: "staging", Type: "K8S"}
+	hash := func(policies []*Policy, env Environment) string {
+		return NewInputFor(policies, env, []Artifact{a}).Artifacts[0].Hash
+	}
+	if hash([]*Policy{yaml}, prod) != hash([]*Policy{yaml}, staging) {
+		t.Error("YAML policies: the hash differs between environments")
+	}
+	for name, ps := range map[string][]*Policy{"raw": {raw}, "YAML and raw": {yaml, raw}, "did not parse": {yaml, nil}} {
+		if hash(ps, prod) == hash(ps, staging) {
+			t.Errorf("%s: the hash is the same in two environments", name)
+		}
+		if hash(ps, prod) != NewInput(prod, []Artifact{a}).Artifacts[0].Hash {
+			t.Errorf("%s: the hash is not NewInput's", name)
+		}
+	}
+	// What the YAML policy says of the artifact is the same in both environments, so the shared key is sound.
+	e := NewEngine(Options{})
+	ctx := context.Background()
+	var docs []string
+	for _, env := range []Environment{prod, staging} {
+		evals, err := e.Evaluate(ctx, yaml, NewInputFor([]*Policy{yaml}, env, []Artifact{a}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(evals)
+		docs = append(docs, string(b))
+	}
+	if docs[0] != docs[1] {
+		t.Errorf("a YAML policy judged one artifact differently in two environments:\n%s\n%s", docs[0], docs[1])
+	}
+	// The raw policy reads the environment: its evaluations differ, which is why its hash must.
+	var compliant []bool
+	for _, env := range []Environment{prod, staging} {
+		evals, err := e.Evaluate(ctx, raw, NewInputFor([]*Policy{raw}, env, []Artifact{a}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		compliant = append(compliant, evals[0].Compliant)
+	}
+	if !compliant[0] || compliant[1] {
+		t.Errorf("the raw policy judged prod %v and staging %v, want true and false", compliant[0], compliant[1])
 	}
 }
 

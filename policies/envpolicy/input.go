@@ -70,12 +70,16 @@ type Input struct {
 type ArtifactInput struct {
 	Name, Fingerprint string
 	Allowlisted       bool
-	// Hash is the hex SHA-256 of the input document a policy sees for this artifact (the environment and the
-	// artifact with its evidence, normalized). The evaluation of an artifact by one policy version depends on
-	// nothing else: a caller may keep results keyed by (Policy.ID, Hash) and evaluate only the artifacts whose hash
-	// changed.
+	// Hash is the hex SHA-256 of the input document a policy sees for this artifact (the artifact with its
+	// evidence, normalized, and the environment unless NewInputFor left it out). The evaluation of an artifact by
+	// one policy version depends on nothing else: a caller may keep results keyed by (Policy.ID, Hash) and evaluate
+	// only the artifacts whose hash changed.
 	Hash string
-	doc  *artifactState
+	// shape is what a YAML policy that does not read the artifact itself can tell of it by whether it passes
+	// (encoder.shape): artifacts of one shape that one such policy finds compliant, it finds compliant with the
+	// same rule evaluations.
+	shape string
+	doc   *artifactState
 }
 
 type artifactState struct {
@@ -85,8 +89,24 @@ type artifactState struct {
 
 // NewInput prepares artifacts in env. Evidence is normalized first: trails sorted by flow and name, tags by key,
 // the latest attestation kept per level (artifact or trail), name and control, and system:decision read as
-// decision.
-func NewInput(env Environment, artifacts []Artifact) *Input {
+// decision. Each artifact's Hash covers the environment too.
+func NewInput(env Environment, artifacts []Artifact) *Input { return newInput(env, artifacts, true) }
+
+// NewInputFor is NewInput for evaluations by policies, whose artifact Hashes cover only what those policies can
+// read. A YAML policy reads the artifact and its evidence, never the environment: when every policy is YAML, the
+// Hash leaves the environment out, so that an artifact judged by a policy version in one environment keeps that
+// evaluation in the next (a build promoted from staging to production is not evaluated again). A raw Rego policy
+// may read input.environment, and so may a policy that did not parse (nil): either puts the environment in.
+func NewInputFor(policies []*Policy, env Environment, artifacts []Artifact) *Input {
+	return newInput(env, artifacts, ReadEnvironment(policies))
+}
+
+// ReadEnvironment reports whether any of policies may read the environment of its input (see NewInputFor).
+func ReadEnvironment(policies []*Policy) bool {
+	return slices.ContainsFunc(policies, func(p *Policy) bool { return p == nil || p.Kind != KindYAML })
+}
+
+func newInput(env Environment, artifacts []Artifact, hashEnv bool) *Input {
 	envDoc := envDocument(env)
 	in := &Input{Environment: env, Artifacts: make([]ArtifactInput, len(artifacts)), env: envDoc.term(),
 		b: &builder{flows: map[string]*ast.Term{}}}
@@ -95,11 +115,13 @@ func NewInput(env Environment, artifacts []Artifact) *Input {
 	for i, a := range artifacts {
 		doc := artifactDocument(a)
 		h := sha256.New()
-		h.Write(envHash[:])
+		if hashEnv {
+			h.Write(envHash[:])
+		}
 		h.Write(e.artifact(doc))
 		in.Artifacts[i] = ArtifactInput{
 			Name: a.Name, Fingerprint: a.Fingerprint, Allowlisted: a.Allowlisted,
-			Hash: hex.EncodeToString(h.Sum(nil)), doc: &artifactState{doc: doc},
+			Hash: hex.EncodeToString(h.Sum(nil)), shape: string(e.shape(doc)), doc: &artifactState{doc: doc},
 		}
 	}
 	return in
@@ -113,6 +135,15 @@ func (in *Input) Select(keep func(ArtifactInput) bool) *Input {
 		if keep(a) {
 			out.Artifacts = append(out.Artifacts, a)
 		}
+	}
+	return out
+}
+
+// pick returns an Input of the artifacts at idx, in that order, sharing their prepared documents.
+func (in *Input) pick(idx []int) *Input {
+	out := &Input{Environment: in.Environment, env: in.env, b: in.b, Artifacts: make([]ArtifactInput, len(idx))}
+	for k, i := range idx {
+		out.Artifacts[k] = in.Artifacts[i]
 	}
 	return out
 }
@@ -191,6 +222,38 @@ func (e *encoder) artifact(d artifactDoc) []byte {
 			e.buf = binary.BigEndian.AppendUint64(e.buf, math.Float64bits(a.CreatedAt))
 			e.str(a.Target)
 			e.str(a.Control)
+		}
+	}
+	return e.buf
+}
+
+// shape writes what decides whether a YAML policy that does not read the artifact itself finds it compliant:
+// its allowlisting, and per trail the flow, the compliance, the attestations by level, name, type, compliance and
+// control, and the decision each control and name resolves to. It leaves out the artifact's name and fingerprint,
+// the trails' names, and the attestations' IDs and times, which such a policy reads only into the messages of
+// the rules that fail (the times only to pick the latest decision, which is written instead).
+func (e *encoder) shape(d artifactDoc) []byte {
+	e.buf = e.buf[:0]
+	e.buf = append(e.buf, boolByte(d.Allowlisted))
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(d.Trails)))
+	for _, t := range d.Trails {
+		e.str(t.Flow.Name)
+		e.tags(t.Flow.Tags)
+		e.str(t.State)
+		e.buf = binary.AppendUvarint(e.buf, uint64(len(t.Attestations)))
+		for _, a := range t.Attestations {
+			e.str(a.Name)
+			e.str(a.Type)
+			e.buf = append(e.buf, boolByte(a.Compliant))
+			e.str(a.Target)
+			e.str(a.Control)
+		}
+		picks := t.decisions()
+		e.buf = binary.AppendUvarint(e.buf, uint64(len(picks)))
+		for _, p := range picks {
+			e.str(p.control)
+			e.str(p.name)
+			e.buf = binary.AppendUvarint(e.buf, uint64(p.at))
 		}
 	}
 	return e.buf
@@ -394,11 +457,6 @@ func (t trailDoc) term(flow *ast.Term) *ast.Term {
 		ok        bool
 	}
 	matches := make([]match, 0, 4*len(t.Attestations))
-	type decision struct {
-		control, name string
-		at            int // index in t.Attestations
-	}
-	var decisions []decision
 	for k, x := range t.Attestations {
 		control := ast.InternedNullTerm
 		if x.Control != "" {
@@ -415,9 +473,6 @@ func (t trailDoc) term(flow *ast.Term) *ast.Term {
 		)
 		matches = append(matches, match{x.Name, x.Type, x.Compliant}, match{x.Name, "*", x.Compliant},
 			match{"*", x.Type, x.Compliant}, match{"*", "*", x.Compliant})
-		if x.Type == "decision" && x.Control != "" {
-			decisions = append(decisions, decision{x.Control, x.Name, k}, decision{x.Control, "*", k})
-		}
 	}
 	// Sorted by name and type, a run of equal keys is one entry: compliant when all of the run are.
 	slices.SortFunc(matches, func(x, y match) int { return cmp.Or(cmp.Compare(x.name, y.name), cmp.Compare(x.typ, y.typ)) })
@@ -434,23 +489,11 @@ func (t trailDoc) term(flow *ast.Term) *ast.Term {
 			types = types[:0]
 		}
 	}
-	// The latest per control and name: by CreatedAt, then by report order.
-	newer := func(x, y int) bool {
-		a, b := t.Attestations[x], t.Attestations[y]
-		return a.CreatedAt > b.CreatedAt || (a.CreatedAt == b.CreatedAt && a.seq > b.seq)
-	}
-	slices.SortFunc(decisions, func(x, y decision) int { return cmp.Or(cmp.Compare(x.control, y.control), cmp.Compare(x.name, y.name)) })
 	var controls, latest [][2]*ast.Term
-	for i := 0; i < len(decisions); {
-		d := decisions[i]
-		best := d.at
-		for ; i < len(decisions) && decisions[i].control == d.control && decisions[i].name == d.name; i++ {
-			if newer(decisions[i].at, best) {
-				best = decisions[i].at
-			}
-		}
-		latest = append(latest, ast.Item(ast.StringTerm(d.name), atts[best]))
-		if i == len(decisions) || decisions[i].control != d.control {
+	picks := t.decisions()
+	for i, d := range picks {
+		latest = append(latest, ast.Item(ast.StringTerm(d.name), atts[d.at]))
+		if i == len(picks)-1 || picks[i+1].control != d.control {
 			controls = append(controls, ast.Item(ast.StringTerm(d.control), ast.ObjectTerm(latest...)))
 			latest = latest[:0]
 		}
@@ -466,4 +509,39 @@ func (t trailDoc) term(flow *ast.Term) *ast.Term {
 			ast.Item(kDecisions, ast.ObjectTerm(controls...)),
 		)),
 	)
+}
+
+// decisionPick is the decision of a trail for a control and a name ("*": any name): the latest, by CreatedAt,
+// then by report order. at is its index in the trail's attestations.
+type decisionPick struct {
+	control, name string
+	at            int
+}
+
+// decisions picks the trail's decision for each control and name, sorted by control and name.
+func (t trailDoc) decisions() []decisionPick {
+	var ds []decisionPick
+	for k, x := range t.Attestations {
+		if x.Type == "decision" && x.Control != "" {
+			ds = append(ds, decisionPick{x.Control, x.Name, k}, decisionPick{x.Control, "*", k})
+		}
+	}
+	newer := func(x, y int) bool {
+		a, b := t.Attestations[x], t.Attestations[y]
+		return a.CreatedAt > b.CreatedAt || (a.CreatedAt == b.CreatedAt && a.seq > b.seq)
+	}
+	slices.SortFunc(ds, func(x, y decisionPick) int {
+		return cmp.Or(cmp.Compare(x.control, y.control), cmp.Compare(x.name, y.name))
+	})
+	out := ds[:0]
+	for i := 0; i < len(ds); {
+		d := ds[i]
+		for ; i < len(ds) && ds[i].control == d.control && ds[i].name == d.name; i++ {
+			if newer(ds[i].at, d.at) {
+				d.at = ds[i].at
+			}
+		}
+		out = append(out, d)
+	}
+	return out
 }
