@@ -3,6 +3,7 @@ package envpolicy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -78,6 +79,33 @@ func BenchmarkSnapshotWarm(b *testing.B) {
 	ctx := context.Background()
 	if res, err := e.EvaluateSnapshot(ctx, ps, in); err != nil || res[0].Compliant || !res[1].Compliant {
 		b.Fatalf("%v %+v", err, res[:2])
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.EvaluateSnapshot(ctx, ps, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportEvals(b, len(ps), len(arts))
+}
+
+// BenchmarkSnapshotWarmDistinct: BenchmarkSnapshotWarm where no two artifacts share a shape (each flow has a tag of
+// its own), so every artifact is evaluated by every policy: the worst case of judging by shape.
+func BenchmarkSnapshotWarmDistinct(b *testing.B) {
+	ps, arts := benchSetup(b)
+	for i := range arts {
+		arts[i].Trails[0].Flow.Tags = maps.Clone(arts[i].Trails[0].Flow.Tags)
+		arts[i].Trails[0].Flow.Tags["build"] = fmt.Sprint(i)
+	}
+	e := NewEngine(Options{})
+	in := NewInput(Environment{Name: "prod", Type: "K8S"}, arts)
+	ctx := context.Background()
+	before := e.Judged()
+	if _, err := e.EvaluateSnapshot(ctx, ps, in); err != nil {
+		b.Fatal(err)
+	}
+	if n := e.Judged() - before; n != int64(len(ps)*len(arts)) {
+		b.Fatalf("OPA evaluated %d artifacts, want %d", n, len(ps)*len(arts))
 	}
 	b.ReportAllocs()
 	for b.Loop() {
