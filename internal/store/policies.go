@@ -126,7 +126,8 @@ type FingerprintReport struct {
 // PolicyReader reads policies, their attachments and the verdicts they reached.
 type PolicyReader interface {
 	// FingerprintReports lists every report of the fingerprints in the organization's live (not archived) flows,
-	// oldest first, in one query per 30,000 fingerprints: what policies judge an artifact by.
+	// oldest first, in one query per 30,000 fingerprints and one each for their trails and flows: what policies
+	// judge an artifact by.
 	FingerprintReports(ctx context.Context, orgID string, fingerprints []string) ([]FingerprintReport, error)
 	Policy(ctx context.Context, orgID, name string) (Policy, error)
 	// ListPolicies lists the organization's policies by name, with their versions.

@@ -45,13 +45,11 @@ var policyStatements = []string{
 
 func (r reads) FingerprintReports(ctx context.Context, orgID string, fps []string) ([]store.FingerprintReport, error) {
 	var out []store.FingerprintReport
-	flowTags := map[string]map[string]string{} // by flow: a snapshot's artifacts come from a few flows
+	var seqs []int64 // of out, for the order: sorted here, which costs less than the statement sorting its rows
 	err := cut(r.d, fps, 1, func(part []string, prepared bool) error {
-		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT a.id, a.org_id, a.flow_id, a.trail_id, a.fingerprint, a.template_name,
-			a.filename, a.git_commit, a.repo_name, a.report, a.reported_by, a.created_at, a.state,
-			t.name, t.template_id, t.state, t.evaluated_at, f.name, f.tags
-			FROM artifacts a JOIN trails t ON t.id = a.trail_id JOIN flows f ON f.id = a.flow_id
-			WHERE a.org_id = ? AND f.archived = 0 AND a.fingerprint IN (`+placeholders(len(part))+`) ORDER BY a.seq`,
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT a.seq, a.id, a.org_id, a.flow_id, a.trail_id, a.fingerprint, a.template_name,
+			a.filename, a.git_commit, a.repo_name, a.report, a.reported_by, a.created_at, a.state
+			FROM artifacts a WHERE a.org_id = ? AND a.fingerprint IN (`+placeholders(len(part))+`)`,
 			append([]any{orgID}, anys(part)...)...)
 		if err != nil {
 			return fmt.Errorf("sqlstore: fingerprint reports: %w", err)
@@ -60,29 +58,94 @@ func (r reads) FingerprintReports(ctx context.Context, orgID string, fps []strin
 		for rows.Next() {
 			var x store.FingerprintReport
 			a := &x.Artifact
-			var report, tags string
-			if err := rows.Scan(&a.ID, &a.OrgID, &a.FlowID, &a.TrailID, &a.Fingerprint, &a.TemplateName, &a.Filename, &a.GitCommit,
-				&a.RepoName, &report, &a.ReportedBy, &a.CreatedAt, &a.State,
-				&x.Trail.Name, &x.Trail.TemplateID, &x.Trail.State, &x.Trail.EvaluatedAt, &x.Flow.Name, &tags); err != nil {
+			var report string
+			var seq int64
+			if err := rows.Scan(&seq, &a.ID, &a.OrgID, &a.FlowID, &a.TrailID, &a.Fingerprint, &a.TemplateName, &a.Filename, &a.GitCommit,
+				&a.RepoName, &report, &a.ReportedBy, &a.CreatedAt, &a.State); err != nil {
 				return fmt.Errorf("sqlstore: fingerprint reports: %w", err)
 			}
 			a.Report = json.RawMessage(report)
-			x.Trail.ID, x.Trail.OrgID, x.Trail.FlowID = a.TrailID, a.OrgID, a.FlowID
-			x.Flow.ID, x.Flow.OrgID = a.FlowID, a.OrgID
-			if x.Flow.Tags = flowTags[a.FlowID]; x.Flow.Tags == nil {
-				x.Flow.Tags = map[string]string{}
-				if tags != "" {
-					if err := json.Unmarshal([]byte(tags), &x.Flow.Tags); err != nil {
-						return fmt.Errorf("sqlstore: flow tags: %w", err)
-					}
-				}
-				flowTags[a.FlowID] = x.Flow.Tags
-			}
-			out = append(out, x)
+			out, seqs = append(out, x), append(seqs, seq)
 		}
 		return rows.Err()
 	})
-	return out, err
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	order := make([]int, len(out))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(seqs[i], seqs[j]) })
+	sorted := make([]store.FingerprintReport, len(out))
+	for k, i := range order {
+		sorted[k] = out[i]
+	}
+	out = sorted
+	// The trails and flows of the reports, read once each rather than joined to every report: a snapshot's
+	// artifacts come from a few of them, and a trail's row is long (its document and compliance come before the
+	// columns read here).
+	trails := map[string]store.Trail{}
+	flows := map[string]store.Flow{}
+	for _, x := range out {
+		trails[x.Artifact.TrailID], flows[x.Artifact.FlowID] = store.Trail{}, store.Flow{}
+	}
+	err = cut(r.d, slices.Sorted(maps.Keys(trails)), 1, func(part []string, prepared bool) error {
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT id, name, template_id, state, evaluated_at FROM trails
+			WHERE id IN (`+placeholders(len(part))+`)`, anys(part)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: fingerprint reports' trails: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var t store.Trail
+			if err := rows.Scan(&t.ID, &t.Name, &t.TemplateID, &t.State, &t.EvaluatedAt); err != nil {
+				return fmt.Errorf("sqlstore: fingerprint reports' trails: %w", err)
+			}
+			t.OrgID = orgID
+			trails[t.ID] = t
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = cut(r.d, slices.Sorted(maps.Keys(flows)), 1, func(part []string, prepared bool) error {
+		rows, err := r.rows(ctx, oneOffIf(!prepared)+`SELECT id, name, tags FROM flows WHERE archived = 0 AND id IN (`+
+			placeholders(len(part))+`)`, anys(part)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: fingerprint reports' flows: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			f := store.Flow{OrgID: orgID, Tags: map[string]string{}}
+			var tags string
+			if err := rows.Scan(&f.ID, &f.Name, &tags); err != nil {
+				return fmt.Errorf("sqlstore: fingerprint reports' flows: %w", err)
+			}
+			if tags != "" {
+				if err := json.Unmarshal([]byte(tags), &f.Tags); err != nil {
+					return fmt.Errorf("sqlstore: flow tags: %w", err)
+				}
+			}
+			flows[f.ID] = f
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, x := range out { // the reports of live flows (an archived flow's reports count for nothing)
+		t, f := trails[x.Artifact.TrailID], flows[x.Artifact.FlowID]
+		if t.ID == "" || f.ID == "" {
+			continue
+		}
+		x.Trail, x.Flow = t, f
+		x.Trail.FlowID = x.Artifact.FlowID
+		kept = append(kept, x)
+	}
+	return kept, nil
 }
 
 const policyVersionCols = `version, format, content, content_id, comment, created_by, created_at`
