@@ -674,11 +674,11 @@ func environmentEvents(env *store.Environment, index int, at float64, evs []snap
 	var trailEvents []store.TrailEvent
 	for _, ev := range evs {
 		p := prov[ev.Fingerprint]
-		flows := make([]map[string]any, 0, len(p))
+		flows := make([]envEventFlow, 0, len(p))
 		repos := []string{}
 		pipeline := ""
 		for i, x := range p {
-			flows = append(flows, map[string]any{"flow_name": x.FlowName, "trail_name": x.TrailName, "deployments": nil})
+			flows = append(flows, envEventFlow{FlowName: x.FlowName, TrailName: x.TrailName})
 			if x.RepoName != "" && !slices.Contains(repos, x.RepoName) {
 				repos = append(repos, x.RepoName)
 			}
@@ -686,10 +686,8 @@ func environmentEvents(env *store.Environment, index int, at float64, evs []snap
 				pipeline = x.FlowName
 			}
 		}
-		doc, err := json.Marshal(map[string]any{
-			"pipeline": pipeline, "deployments": []int{}, "flows": flows, "artifact_compliance": compliance[ev.Fingerprint],
-			"snapshot_compliance": snapshotCompliant, "was": ev.Was, "now": ev.Now,
-		})
+		doc, err := json.Marshal(envEventDoc{Pipeline: pipeline, Deployments: []int{}, Flows: flows,
+			ArtifactCompliance: compliance[ev.Fingerprint], SnapshotCompliance: snapshotCompliant, Was: ev.Was, Now: ev.Now})
 		if err != nil {
 			return nil, nil, fmt.Errorf("encode event: %w", err)
 		}
@@ -705,8 +703,8 @@ func environmentEvents(env *store.Environment, index int, at float64, evs []snap
 			continue
 		}
 		for _, x := range p {
-			tdoc, err := json.Marshal(map[string]any{"type": typ, "timestamp": at, "environment_name": env.Name,
-				"snapshot_index": index, "fingerprint": ev.Fingerprint, "artifact_name": ev.Name, "artifact_id": x.ArtifactID})
+			tdoc, err := json.Marshal(runningEvent{Type: typ, Timestamp: at, EnvironmentName: env.Name, SnapshotIndex: index,
+				Fingerprint: ev.Fingerprint, ArtifactName: ev.Name, ArtifactID: x.ArtifactID})
 			if err != nil {
 				return nil, nil, fmt.Errorf("encode trail event: %w", err)
 			}
@@ -714,6 +712,36 @@ func environmentEvents(env *store.Environment, index int, at float64, evs []snap
 		}
 	}
 	return out, trailEvents, nil
+}
+
+// envEventDoc is an environment event's document, envEventFlow one of its flows, and
+// runningEvent the trail event of an artifact that started or stopped running. Their fields are
+// in the order of their names, so they encode as the maps they replaced did (encoding/json sorts
+// a map's keys), at a fraction of the cost: a snapshot of 1,000 new artifacts makes 2,000.
+type envEventDoc struct {
+	ArtifactCompliance *bool          `json:"artifact_compliance"`
+	Deployments        []int          `json:"deployments"`
+	Flows              []envEventFlow `json:"flows"`
+	Now                int            `json:"now"`
+	Pipeline           string         `json:"pipeline"`
+	SnapshotCompliance *bool          `json:"snapshot_compliance"`
+	Was                int            `json:"was"`
+}
+
+type envEventFlow struct {
+	Deployments []int  `json:"deployments"` // always null
+	FlowName    string `json:"flow_name"`
+	TrailName   string `json:"trail_name"`
+}
+
+type runningEvent struct {
+	ArtifactID      string  `json:"artifact_id"`
+	ArtifactName    string  `json:"artifact_name"`
+	EnvironmentName string  `json:"environment_name"`
+	Fingerprint     string  `json:"fingerprint"`
+	SnapshotIndex   int     `json:"snapshot_index"`
+	Timestamp       float64 `json:"timestamp"`
+	Type            string  `json:"type"`
 }
 
 // runningChanges lists the fingerprints that no longer run and those that started.

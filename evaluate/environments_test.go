@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/snapshot"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 	"github.com/veritrail/veritrail/internal/store/sqlstore/sqlitetest"
@@ -224,4 +225,69 @@ func benchSnapshots(b *testing.B, shift func(int) int) {
 		}
 	}
 	b.ReportMetric(float64(f.st.Statements()-before)/float64(b.N), "statements/op") // on SQLite, not round trips
+}
+
+// TestEnvironmentEventEncoding: the documents of environment events and of the trail events of
+// artifacts that started or stopped are those the maps they were built as encoded to, byte for
+// byte: with and without provenance, compliance and repositories, and text that JSON escapes.
+func TestEnvironmentEventEncoding(t *testing.T) {
+	yes, no := true, false
+	env := &store.Environment{ID: "env-1", Name: `prod "eu" <1>`}
+	evs := []snapshot.Event{
+		{Type: "started", Name: "api", Fingerprint: fp(0), Was: 0, Now: 2},
+		{Type: "exited", Name: "web\u2028", Fingerprint: fp(1), Was: 1, Now: 0},
+		{Type: "changed", Name: "db", Fingerprint: fp(2), Was: 1, Now: 3},
+		{Type: "started", Name: "orphan", Fingerprint: fp(3), Now: 1},
+	}
+	prov := map[string][]Provenance{
+		fp(0): {{FlowName: "api-ci", TrailName: "t<1>", ArtifactID: "a-1", RepoName: "acme/api", TrailID: "tr-1"},
+			{FlowName: "api-cd", TrailName: "t2", ArtifactID: "a-2", RepoName: "acme/api", TrailID: "tr-2"}},
+		fp(1): {{FlowName: "web", TrailName: "w", ArtifactID: "a-3", TrailID: "tr-3"}},
+		fp(2): {{FlowName: "db", TrailName: "d", ArtifactID: "a-4", RepoName: "acme/db", TrailID: "tr-4"}},
+	}
+	arts := []SnapshotArtifact{{Name: "api", Fingerprint: fp(0), Compliant: &yes}, {Name: "db", Fingerprint: fp(2), Compliant: &no}}
+	for _, snapshotCompliant := range []*bool{nil, &yes, &no} {
+		events, trailEvents, err := environmentEvents(env, 7, 1764100000.5, evs, prov, arts, snapshotCompliant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compliance := map[string]*bool{}
+		for _, a := range arts {
+			compliance[a.Fingerprint] = a.compliance()
+		}
+		k := 0
+		for i, ev := range evs {
+			var flows []map[string]any
+			for _, x := range prov[ev.Fingerprint] {
+				flows = append(flows, map[string]any{"flow_name": x.FlowName, "trail_name": x.TrailName, "deployments": nil})
+			}
+			if flows == nil {
+				flows = []map[string]any{}
+			}
+			pipeline := ""
+			if p := prov[ev.Fingerprint]; len(p) > 0 {
+				pipeline = p[0].FlowName
+			}
+			want, _ := json.Marshal(map[string]any{"pipeline": pipeline, "deployments": []int{}, "flows": flows,
+				"artifact_compliance": compliance[ev.Fingerprint], "snapshot_compliance": snapshotCompliant, "was": ev.Was, "now": ev.Now})
+			if string(events[i].Doc) != string(want) {
+				t.Errorf("event %d: %s\nwant     %s", i, events[i].Doc, want)
+			}
+			typ := map[string]string{"started": "artifact_started_running", "exited": "artifact_stopped_running"}[ev.Type]
+			if typ == "" {
+				continue
+			}
+			for _, x := range prov[ev.Fingerprint] {
+				want, _ := json.Marshal(map[string]any{"type": typ, "timestamp": 1764100000.5, "environment_name": env.Name,
+					"snapshot_index": 7, "fingerprint": ev.Fingerprint, "artifact_name": ev.Name, "artifact_id": x.ArtifactID})
+				if string(trailEvents[k].Doc) != string(want) || trailEvents[k].TrailID != x.TrailID {
+					t.Errorf("trail event %d: %s %s\nwant           %s %s", k, trailEvents[k].TrailID, trailEvents[k].Doc, x.TrailID, want)
+				}
+				k++
+			}
+		}
+		if k != len(trailEvents) || k != 3 { // two trails of api started, one of web stopped
+			t.Errorf("%d trail events, want %d and 3", len(trailEvents), k)
+		}
+	}
 }
