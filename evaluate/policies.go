@@ -83,6 +83,10 @@ type decision struct {
 // envpolicy.Engine.EvaluateSnapshot does): below it, a goroutine's stack growth costs more than it saves.
 const parallelFrom = 64
 
+// splitFrom is the number of artifacts one policy is to evaluate from which they are evaluated in parts side by
+// side. Each part is judged by shape on its own (envpolicy), so a part holds enough artifacts to share shapes.
+const splitFrom = 512
+
 // decide judges arts in env against policies. A policy meaning that judged an artifact's input before (a stored
 // outcome) is not evaluated again, so evidence seen before costs no OPA evaluation. prev holds the environment's
 // stored verdicts; a verdict is to be written when its input changed, a policy evaluated it now, or rewrite says
@@ -134,11 +138,20 @@ func (pj *policyJudge) decide(ctx context.Context, r store.Reader, env store.Env
 			}
 			j.idx = append(j.idx, i)
 		}
-		if len(j.idx) > 0 {
-			jobs = append(jobs, j)
-			if j.err == nil {
-				work += len(j.idx)
-			}
+		if len(j.idx) == 0 {
+			continue
+		}
+		if j.err == nil {
+			work += len(j.idx)
+		}
+		// A long list is cut into one part per core: a policy whose conditions read the artifact evaluates
+		// every artifact, and in one part it would keep one core busy while the others wait.
+		parts := 1
+		if j.err == nil && len(j.idx) >= splitFrom {
+			parts = runtime.GOMAXPROCS(0)
+		}
+		for k := range parts {
+			jobs = append(jobs, &job{policy: pi, idx: j.idx[k*len(j.idx)/parts : (k+1)*len(j.idx)/parts], err: j.err})
 		}
 	}
 	run := func(ctx context.Context, j *job) error {

@@ -84,7 +84,8 @@ type ArtifactInput struct {
 
 type artifactState struct {
 	doc  artifactDoc
-	term *ast.Term // built by the Input's builder, under its lock
+	once sync.Once
+	term *ast.Term // built once, by the first evaluation that needs it
 }
 
 // NewInput prepares artifacts in env. Evidence is normalized first: trails sorted by flow and name, tags by key,
@@ -148,15 +149,12 @@ func (in *Input) pick(idx []int) *Input {
 	return out
 }
 
-// terms returns the input document of each artifact, building those not built yet.
+// terms returns the input document of each artifact, building those not built yet. Evaluations side by side
+// build the documents of their artifacts side by side: only the flows' terms, which they share, take a lock.
 func (in *Input) terms() []*ast.Term {
-	in.b.mu.Lock()
-	defer in.b.mu.Unlock()
 	out := make([]*ast.Term, len(in.Artifacts))
 	for i, a := range in.Artifacts {
-		if a.doc.term == nil {
-			a.doc.term = in.b.artifact(a.doc.doc)
-		}
+		a.doc.once.Do(func() { a.doc.term = in.b.artifact(a.doc.doc) })
 		out[i] = a.doc.term
 	}
 	return out
@@ -405,12 +403,14 @@ func (e envDoc) term() *ast.Term {
 
 // builder builds the AST of artifact documents. Artifacts of one flow share its term.
 type builder struct {
-	mu    sync.Mutex
+	mu    sync.Mutex           // over flows and key
 	flows map[string]*ast.Term // by flow name and tags
 	key   []byte
 }
 
 func (b *builder) flow(f flowDoc) *ast.Term {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.key = append(b.key[:0], f.Name...)
 	for _, t := range f.Tags { // length-prefixed: different tags never look alike
 		b.key = binary.AppendUvarint(b.key, uint64(len(t.Key)))
