@@ -17,6 +17,9 @@ import (
 const (
 	RegoPackage  = "veritrail.envpolicy"
 	queryResults = "data." + RegoPackage + ".results"
+	// queryArtifactConditions is what the conditions that read the artifact say of each artifact in each of its
+	// contexts (see evaluate).
+	queryArtifactConditions = "data." + RegoPackage + ".artifact_conditions"
 )
 
 // Rule types as they appear in rule evaluations.
@@ -45,7 +48,7 @@ func compile(p *Policy, fast bool) (string, error) {
 	if p.Kind == KindRego {
 		return p.Module, nil
 	}
-	var funcs, sections []string
+	var funcs, sections, conds []string
 	for _, d := range p.Rules.definitions() {
 		if d.Type != RuleAttestation && !d.bool.Required {
 			continue // a rule that is not required asks nothing
@@ -55,9 +58,15 @@ func compile(p *Policy, fast bool) (string, error) {
 			return "", fmt.Errorf("compile %s: %w", d.ID, err)
 		}
 		funcs, sections = append(funcs, d.funcName()), append(sections, s)
+		for _, c := range d.conditions() {
+			if c.Reads("artifact") {
+				conds = append(conds, c.RegoWith("t.flow"))
+			}
+		}
 	}
 	var b bytes.Buffer
-	err := moduleTemplate.Execute(&b, map[string]any{"ID": p.ID, "Rules": funcs, "Sections": sections, "Helpers": expr.RegoHelpers})
+	err := moduleTemplate.Execute(&b, map[string]any{"ID": p.ID, "Rules": funcs, "Sections": sections, "Helpers": expr.RegoHelpers,
+		"ArtifactConditions": strings.Join(conds, ", ")})
 	if err != nil {
 		return "", fmt.Errorf("compile: %w", err)
 	}
@@ -163,6 +172,14 @@ func (d ruleDef) section(fast bool) (string, error) {
 	}
 	w("%s\n", judge)
 	return b.String(), nil
+}
+
+// conditions are the rule's conditions: its if, or its exceptions' ifs.
+func (d ruleDef) conditions() []*expr.Expression {
+	if d.cond != nil {
+		return []*expr.Expression{d.cond}
+	}
+	return d.exceptions
 }
 
 // constEvaluation is the evaluation of a rule that holds (ignored or not) with one resolution saying why.

@@ -162,6 +162,21 @@ func (e *Engine) prepared(ctx context.Context, p *Policy) (rego.PreparedQuery, e
 	return pq, nil
 }
 
+// preparedConditions is the prepared query of a YAML policy's artifact_conditions (see evaluate).
+func (e *Engine) preparedConditions(ctx context.Context, p *Policy) (rego.PreparedQuery, error) {
+	pq, err := e.queries.Prepared(ctx, p.ID+"#artifact_conditions", func() (rego.QuerySpec, error) {
+		mod, err := Compile(p)
+		if err != nil {
+			return rego.QuerySpec{}, err
+		}
+		return rego.QuerySpec{Query: queryArtifactConditions, Modules: map[string]string{"envpolicy/" + p.ID + ".rego": mod}}, nil
+	})
+	if err != nil {
+		return pq, fmt.Errorf("policy %s: %w", p.label(), err)
+	}
+	return pq, nil
+}
+
 func (p *Policy) label() string {
 	if p.Name != "" {
 		return fmt.Sprintf("'%s' version %d", p.Name, p.Version)
@@ -183,34 +198,61 @@ func (e *Engine) Evaluate(ctx context.Context, p *Policy, in *Input) ([]PolicyEv
 	if p.Kind == KindRego {
 		limit = e.regoTimeout
 	}
-	out, judged, err := evaluate(ctx, p, pq, limit, in)
+	var conds *rego.PreparedQuery
+	if len(in.Artifacts) > 1 && p.Kind == KindYAML && p.readsArtifact() {
+		q, err := e.preparedConditions(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		conds = &q
+	}
+	out, judged, err := evaluate(ctx, p, pq, conds, limit, in)
 	e.judged.Add(int64(judged))
 	return out, err
 }
 
-// evaluate runs a prepared policy on in and decodes what it says of each artifact. A YAML policy whose conditions
-// do not read the artifact itself is evaluated once per shape of artifact (ArtifactInput.shape) first: where it
-// finds that one compliant, every rule holds with the policy's constant evaluations, so the other artifacts of the
-// shape get the same; the artifacts of the shapes it does not find compliant are evaluated each, since the
-// messages of failing rules name the artifact and its trails. A snapshot of builds from a few pipelines is judged
-// in a few evaluations per policy instead of one per artifact.
-// judged counts the artifacts OPA evaluated.
-func evaluate(ctx context.Context, p *Policy, pq rego.PreparedQuery, limit time.Duration, in *Input) (out []PolicyEvaluation, judged int, err error) {
+// evaluate runs a prepared policy on in and decodes what it says of each artifact. A YAML policy is evaluated
+// once per shape of artifact (ArtifactInput.shape) first: where it finds that one compliant, every rule holds with
+// the policy's constant evaluations, so the other artifacts of the shape get the same; the artifacts of the shapes
+// it does not find compliant are evaluated each, since the messages of failing rules name the artifact and its
+// trails. The shape leaves the artifact's name and fingerprint out, so for a policy whose conditions read them,
+// conds (its query of artifact_conditions) first says what those conditions give each artifact in each context,
+// and only artifacts of one shape where they agree share. A snapshot of builds from a few pipelines is judged in a
+// few evaluations per policy instead of one per artifact. judged counts the artifacts OPA evaluated.
+func evaluate(ctx context.Context, p *Policy, pq rego.PreparedQuery, conds *rego.PreparedQuery, limit time.Duration, in *Input) (
+	out []PolicyEvaluation, judged int, err error) {
 	// The limit covers the evaluation, not the wait for a preparation shared with other callers.
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	if len(in.Artifacts) < 2 || !p.judgesByShape() {
+	if len(in.Artifacts) < 2 || p.Kind != KindYAML || (conds == nil && p.readsArtifact()) {
 		out, err = evaluateBatch(ctx, p, pq, limit, in)
 		return out, len(in.Artifacts), err
 	}
-	first := make(map[string]int, len(in.Artifacts)) // the first artifact of each shape
-	var reps, rest []int
+	keys := make([]string, len(in.Artifacts))
 	for i, a := range in.Artifacts {
-		if _, ok := first[a.shape]; ok {
+		keys[i] = a.shape
+	}
+	if conds != nil {
+		v, err := rego.Eval(ctx, *conds, in.conditionsBatch())
+		if err != nil {
+			return nil, 0, fmt.Errorf("policy %s: evaluate its conditions: %w", p.label(), err)
+		}
+		arr, ok := v.(*ast.Array)
+		if !ok || arr.Len() != len(in.Artifacts) {
+			return nil, 0, fmt.Errorf("policy %s: want the conditions of each artifact (%d), got %v", p.label(), len(in.Artifacts), ast.ValueName(v))
+		}
+		for i := range keys {
+			keys[i] += "\x00" + arr.Elem(i).String()
+		}
+	}
+	first := make(map[string]int, len(in.Artifacts)) // the first artifact of each key
+	var reps, rest []int
+	for i, k := range keys {
+		if _, ok := first[k]; ok {
 			rest = append(rest, i)
 			continue
 		}
-		first[a.shape] = i
+		first[k] = i
 		reps = append(reps, i)
 	}
 	if len(rest) == 0 {
@@ -227,7 +269,7 @@ func evaluate(ctx context.Context, p *Policy, pq rego.PreparedQuery, limit time.
 	}
 	var again []int
 	for _, i := range rest {
-		if r := out[first[in.Artifacts[i].shape]]; r.Compliant {
+		if r := out[first[keys[i]]]; r.Compliant {
 			out[i] = r
 		} else {
 			again = append(again, i)
@@ -244,12 +286,8 @@ func evaluate(ctx context.Context, p *Policy, pq rego.PreparedQuery, limit time.
 	return out, len(reps) + len(again), nil
 }
 
-// judgesByShape reports whether the policy's verdict on an artifact it finds compliant depends only on the
-// artifact's shape: a YAML policy none of whose conditions reads the artifact (its name or fingerprint).
-func (p *Policy) judgesByShape() bool {
-	if p.Kind != KindYAML {
-		return false
-	}
+// readsArtifact reports whether a condition of the YAML policy reads the artifact itself (its name or fingerprint).
+func (p *Policy) readsArtifact() bool {
 	var conds []*expr.Expression
 	conds = append(conds, p.Rules.Provenance.Exceptions...)
 	conds = append(conds, p.Rules.TrailCompliance.Exceptions...)
@@ -258,7 +296,7 @@ func (p *Policy) judgesByShape() bool {
 			conds = append(conds, a.If)
 		}
 	}
-	return !slices.ContainsFunc(conds, func(c *expr.Expression) bool { return c.Reads("artifact") })
+	return slices.ContainsFunc(conds, func(c *expr.Expression) bool { return c.Reads("artifact") })
 }
 
 // evaluateBatch evaluates every artifact of in in one OPA evaluation.
