@@ -143,10 +143,20 @@ func (e *Engine) Prepare(ctx context.Context, p *Policy) error {
 }
 
 func (e *Engine) prepared(ctx context.Context, p *Policy) (rego.PreparedQuery, error) {
+	return e.preparedQuery(ctx, p, p.ID, queryResults)
+}
+
+// preparedConditions is the prepared query of a YAML policy's artifact_conditions (see evaluate).
+func (e *Engine) preparedConditions(ctx context.Context, p *Policy) (rego.PreparedQuery, error) {
+	return e.preparedQuery(ctx, p, p.ID+"#artifact_conditions", queryArtifactConditions)
+}
+
+// preparedQuery prepares query of p's module (a raw Rego policy's own query whatever query says), kept as key.
+func (e *Engine) preparedQuery(ctx context.Context, p *Policy, key, query string) (rego.PreparedQuery, error) {
 	if p.ID == "" { // the ID names the prepared query: a policy built by hand would share one with others
 		return rego.PreparedQuery{}, fmt.Errorf("policy %s has no ID: make policies with Parse or ParseRego", p.Name)
 	}
-	pq, err := e.queries.Prepared(ctx, p.ID, func() (rego.QuerySpec, error) {
+	pq, err := e.queries.Prepared(ctx, key, func() (rego.QuerySpec, error) {
 		if p.Kind == KindRego {
 			return rawSpec(p), nil
 		}
@@ -154,22 +164,7 @@ func (e *Engine) prepared(ctx context.Context, p *Policy) (rego.PreparedQuery, e
 		if err != nil {
 			return rego.QuerySpec{}, err
 		}
-		return rego.QuerySpec{Query: queryResults, Modules: map[string]string{"envpolicy/" + p.ID + ".rego": mod}}, nil
-	})
-	if err != nil {
-		return pq, fmt.Errorf("policy %s: %w", p.label(), err)
-	}
-	return pq, nil
-}
-
-// preparedConditions is the prepared query of a YAML policy's artifact_conditions (see evaluate).
-func (e *Engine) preparedConditions(ctx context.Context, p *Policy) (rego.PreparedQuery, error) {
-	pq, err := e.queries.Prepared(ctx, p.ID+"#artifact_conditions", func() (rego.QuerySpec, error) {
-		mod, err := Compile(p)
-		if err != nil {
-			return rego.QuerySpec{}, err
-		}
-		return rego.QuerySpec{Query: queryArtifactConditions, Modules: map[string]string{"envpolicy/" + p.ID + ".rego": mod}}, nil
+		return rego.QuerySpec{Query: query, Modules: map[string]string{"envpolicy/" + p.ID + ".rego": mod}}, nil
 	})
 	if err != nil {
 		return pq, fmt.Errorf("policy %s: %w", p.label(), err)
