@@ -238,6 +238,9 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		if err != nil {
 			return err
 		}
+		if err := touchBatchTrails(ctx, tx, envs, done); err != nil {
+			return err
+		}
 		applied := func(env *contract.Envelope, trailID string) {
 			switch {
 			case trailID == "":
@@ -318,6 +321,45 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	// Messages that touch no trail are visible now; those that do, once evaluated.
 	e.notify(orgs, nil)
 	return len(msgs), nil
+}
+
+// touchBatchTrails touches every existing trail the batch's attestations add to, in one
+// statement and so in ID order, when they come in more than one run (other messages between
+// them). Each run touches its trails in ID order as it applies (applyAttestations), but the batch
+// did not: on PostgreSQL, two evaluators applying overlapping batches during a handover locked
+// the same trails in different orders and deadlocked (TestPostgresBatchesTouchTrailsInOneOrder).
+// Each trail is touched with the time of its last attestation in the batch, which the runs then
+// write again. A trail begun in the batch is not there yet: its row is this transaction's.
+func touchBatchTrails(ctx context.Context, tx store.Tx, envs []*contract.Envelope, done map[string]bool) error {
+	runs := 0
+	var keys []store.TrailKey
+	var at []float64
+	for i, e := range envs {
+		if e.Kind != contract.KindAttestationReported {
+			continue
+		}
+		if i == 0 || envs[i-1].Kind != contract.KindAttestationReported {
+			runs++
+		}
+		if e.Attestation != nil && !done[e.ID] {
+			keys = append(keys, store.TrailKey{FlowID: e.Attestation.FlowID, Name: e.Attestation.TrailName})
+			at = append(at, e.At)
+		}
+	}
+	if runs < 2 || len(keys) == 0 {
+		return nil
+	}
+	ids, err := tx.TrailIDs(ctx, keys)
+	if err != nil {
+		return err
+	}
+	touched := make(map[string]float64, len(ids))
+	for i, k := range keys {
+		if id, ok := ids[k]; ok {
+			touched[id] = max(touched[id], at[i])
+		}
+	}
+	return tx.TouchTrails(ctx, touched)
 }
 
 func (e *Evaluator) handleEach(ctx context.Context, msgs []*message.Message) (int, error) {
