@@ -144,8 +144,8 @@ func (pj *policyJudge) decide(ctx context.Context, r store.Reader, env store.Env
 		if j.err == nil {
 			work += len(j.idx)
 		}
-		// A long list is cut into one part per core: a policy whose conditions read the artifact evaluates
-		// every artifact, and in one part it would keep one core busy while the others wait.
+		// A long list is cut into one part per core: where its artifacts share no shape each is evaluated
+		// (envpolicy), and in one part that would keep one core busy while the others wait.
 		parts := 1
 		if j.err == nil && len(j.idx) >= splitFrom {
 			parts = runtime.GOMAXPROCS(0)

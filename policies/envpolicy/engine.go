@@ -180,7 +180,7 @@ func (p *Policy) label() string {
 }
 
 // Evaluate judges every artifact of in against p and returns one evaluation per artifact, in order: in one OPA
-// evaluation, or two for a YAML policy that judges the artifacts of one shape alike (see evaluate).
+// evaluation, or up to three for a YAML policy, which judges the artifacts of one shape alike (see evaluate).
 func (e *Engine) Evaluate(ctx context.Context, p *Policy, in *Input) ([]PolicyEvaluation, error) {
 	if len(in.Artifacts) == 0 {
 		return []PolicyEvaluation{}, nil
