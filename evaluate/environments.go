@@ -435,10 +435,11 @@ func snapshotArtifacts(annotated []snapshot.Running, last *latestSnapshot, from 
 // settleMarks clears the marks a new snapshot read (the artifacts they name were taken anew),
 // and marks for the next snapshot to take anew again:
 //   - the artifacts whose verdict failed, so that it judges them again;
-//   - the artifacts that started running here. A change of their evidence that commits while
-//     this transaction runs (another evaluator, on PostgreSQL) marks where they run as it reads
-//     the running index, which holds them only once this transaction commits: it marks nothing
-//     here, and what this snapshot read of them may be older than that change.
+//   - the artifacts that started running here. A change of their evidence committed beside
+//     this transaction (another evaluator, on PostgreSQL) is marked where they run once it
+//     committed (store.RunningChanges); while this transaction has not committed, the running
+//     index does not hold them there, so it marks nothing here, and what this snapshot read of
+//     them may be older than that change.
 func settleMarks(ctx context.Context, tx store.Tx, env *store.Environment, marks []store.RunningChange, verdicts []store.Verdict,
 	started []store.Running) error {
 	ids := make([]int64, len(marks))

@@ -140,7 +140,11 @@ type EnvironmentWriter interface {
 	MarkFlowRunningChanged(ctx context.Context, orgID, flowID string) error
 	// RunningChanges lists an environment's marks. The snapshot that takes their artifacts
 	// anew clears them by ID (ClearRunningChanges), so a mark committed after it read them
-	// stays for the next one; marking never waits for a snapshot's locks.
+	// stays for the next one; marking never waits for a snapshot's locks. A change marked in
+	// every environment (envID "") that committed before the call is among them, also while a
+	// snapshot that started the artifact was in flight beside it: on PostgreSQL it may come as
+	// a mark with no ID, which no snapshot clears (the store marks the environments once the
+	// change commits).
 	RunningChanges(ctx context.Context, envID string) ([]RunningChange, error)
 	ClearRunningChanges(ctx context.Context, ids []int64) error
 	// CompactRunningChanges keeps one mark per fingerprint, so that the marks of an
@@ -151,7 +155,7 @@ type EnvironmentWriter interface {
 
 // RunningChange is a mark of MarkRunningChanged.
 type RunningChange struct {
-	ID          int64
+	ID          int64 // 0 for one not cleared by ClearRunningChanges (see RunningChanges)
 	Fingerprint string
 }
 

@@ -65,6 +65,8 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 13, Name: "running changes", Up: d.runningChanges()},
 			// Large snapshot documents compressed (snapshotdocs.go).
 			{Version: 14, Name: "compressed snapshot documents", Up: d.snapshotDocs()},
+			// Changes of evidence not yet marked where their artifacts run (PostgreSQL writes them).
+			{Version: 15, Name: "change notices", Up: d.changeNotices()},
 		},
 	}
 }

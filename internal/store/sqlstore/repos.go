@@ -15,7 +15,7 @@ const reposTable = `CREATE TABLE IF NOT EXISTS repos (
 	UNIQUE (org_id, provider, external_id, name))`
 
 // addedTables are the tables migrations after version 1 create, which Wipe empties too.
-var addedTables = []string{reposTable, webSessionsTable, scopesInFlightTable, runningChangesTable}
+var addedTables = []string{reposTable, webSessionsTable, scopesInFlightTable, runningChangesTable, changeNoticesTable}
 
 const repoColumns = `id, org_id, provider, external_id, name, url, tags, created_at`
 

@@ -24,6 +24,32 @@ func (d dialect) runningChanges() func(context.Context, migrate.Execer) error {
 		`CREATE INDEX IF NOT EXISTS running_changes_env ON running_changes (env_id, fingerprint)`)
 }
 
+// changeNoticesTable is migration 15's, written on PostgreSQL only: the fingerprints whose
+// evidence changed in an organization, not yet marked in the environments where they run.
+//
+// A transaction that changed an artifact's evidence cannot itself mark where the artifact
+// runs, as it did before: on PostgreSQL a snapshot that starts the artifact may be in flight
+// beside it, and the environment's running index holds the artifact only once that snapshot
+// commits. The snapshot may have read the evidence from before the change, and so may the
+// next one (which takes started artifacts anew, settleMarks) if the change still has not
+// committed: the snapshots after it then carried the old evidence over for good (the fault
+// harness's stale final snapshots). So the transaction writes a notice, and once it has
+// committed a statement of its own (expandNotices) marks the environments where the
+// fingerprint runs then. Every snapshot that could have missed the change either commits
+// before that statement (and is marked by it) or after it (and marks the artifacts it started
+// again, for a snapshot that reads after the change). Until the notice is expanded,
+// RunningChanges reads it as a mark of every environment where the fingerprint runs.
+//
+// SQLite has one writer: no snapshot runs beside the change, which marks directly.
+const changeNoticesTable = `CREATE TABLE IF NOT EXISTS change_notices (
+	id {{serial}}, org_id TEXT NOT NULL, fingerprint TEXT NOT NULL)`
+
+// changeNotices is migration 15.
+func (d dialect) changeNotices() func(context.Context, migrate.Execer) error {
+	return migrate.Statements(strings.NewReplacer("{{serial}}", d.serial).Replace(changeNoticesTable),
+		`CREATE INDEX IF NOT EXISTS change_notices_fp ON change_notices (org_id, fingerprint)`)
+}
+
 func (t *txn) MarkRunningChanged(ctx context.Context, orgID, envID string, fps []string) error {
 	switch {
 	case envID == "" && len(fps) == 0:
@@ -34,6 +60,18 @@ func (t *txn) MarkRunningChanged(ctx context.Context, orgID, envID string, fps [
 		return err
 	}
 	fps = slices.Compact(slices.Sorted(slices.Values(fps)))
+	if envID == "" && t.d.name == postgresDialect.name {
+		t.noticed = true
+		return preparedChunks(fps, 2, func(part []string) error {
+			args := make([]any, 0, 2*len(part))
+			for _, fp := range part {
+				args = append(args, orgID, fp)
+			}
+			_, err := t.exec(ctx, "notice running changed", oneOffIf(len(part) > preparedRows)+`INSERT INTO change_notices (org_id, fingerprint)
+				VALUES `+rowsOf(len(part), 2), args...)
+			return err
+		})
+	}
 	where, lead := `org_id = ?`, orgID
 	if envID != "" {
 		where, lead = `env_id = ?`, envID
@@ -47,6 +85,12 @@ func (t *txn) MarkRunningChanged(ctx context.Context, orgID, envID string, fps [
 }
 
 func (t *txn) MarkFlowRunningChanged(ctx context.Context, orgID, flowID string) error {
+	if t.d.name == postgresDialect.name {
+		t.noticed = true
+		_, err := t.exec(ctx, "notice running changed", `INSERT INTO change_notices (org_id, fingerprint)
+			SELECT DISTINCT org_id, fingerprint FROM artifacts WHERE org_id = ? AND flow_id = ?`, orgID, flowID)
+		return err
+	}
 	_, err := t.exec(ctx, "mark running changed", `INSERT INTO running_changes (env_id, fingerprint)
 		SELECT DISTINCT r.env_id, r.fingerprint FROM env_running r
 		JOIN artifacts a ON a.org_id = r.org_id AND a.fingerprint = r.fingerprint
@@ -55,7 +99,13 @@ func (t *txn) MarkFlowRunningChanged(ctx context.Context, orgID, flowID string) 
 }
 
 func (t *txn) RunningChanges(ctx context.Context, envID string) ([]store.RunningChange, error) {
-	rows, err := t.rows(ctx, `SELECT id, fingerprint FROM running_changes WHERE env_id = ?`, envID)
+	q, args := `SELECT id, fingerprint FROM running_changes WHERE env_id = ?`, []any{envID}
+	if t.d.name == postgresDialect.name { // and the notices not expanded yet, as marks with no ID
+		q += ` UNION ALL SELECT 0, n.fingerprint FROM change_notices n
+			JOIN env_running r ON r.org_id = n.org_id AND r.fingerprint = n.fingerprint WHERE r.env_id = ?`
+		args = append(args, envID)
+	}
+	rows, err := t.rows(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: running changes: %w", err)
 	}
@@ -72,7 +122,8 @@ func (t *txn) RunningChanges(ctx context.Context, envID string) ([]store.Running
 }
 
 func (t *txn) ClearRunningChanges(ctx context.Context, ids []int64) error {
-	return preparedChunks(slices.Sorted(slices.Values(ids)), 1, func(part []int64) error {
+	ids = slices.DeleteFunc(slices.Sorted(slices.Values(ids)), func(id int64) bool { return id == 0 }) // notices stay
+	return preparedChunks(ids, 1, func(part []int64) error {
 		_, err := t.exec(ctx, "clear running changes", oneOffIf(len(part) > preparedRows)+`DELETE FROM running_changes WHERE id IN (`+
 			placeholders(len(part))+`)`, anys(part)...)
 		return err
@@ -85,4 +136,21 @@ func (t *txn) CompactRunningChanges(ctx context.Context, envID string) error {
 	_, err := t.exec(ctx, "compact running changes", `DELETE FROM running_changes WHERE env_id = ? AND id < (
 		SELECT MAX(c.id) FROM running_changes c WHERE c.env_id = running_changes.env_id AND c.fingerprint = running_changes.fingerprint)`, envID)
 	return err
+}
+
+// expandNotices marks, in every environment where they run now, the fingerprints of the change
+// notices committed so far, and deletes those notices, in one statement of its own: it must
+// read the running index after the transactions that wrote the notices committed
+// (changeNoticesTable). Notices another process is expanding meanwhile are left to it.
+func (s *Store) expandNotices(ctx context.Context) error {
+	s.sent.Add(1)
+	_, err := s.w.ExecContext(ctx, `WITH taken AS (
+		DELETE FROM change_notices WHERE id IN (SELECT id FROM change_notices ORDER BY id FOR UPDATE SKIP LOCKED)
+		RETURNING org_id, fingerprint)
+		INSERT INTO running_changes (env_id, fingerprint)
+		SELECT DISTINCT r.env_id, r.fingerprint FROM env_running r JOIN taken t ON r.org_id = t.org_id AND r.fingerprint = t.fingerprint`)
+	if err != nil {
+		return fmt.Errorf("sqlstore: mark noticed changes: %w", err)
+	}
+	return nil
 }

@@ -107,6 +107,11 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return fmt.Errorf("sqlstore: commit: %w", err)
 	}
 	committed = true
+	if t.noticed {
+		// Its error is not the transaction's, which committed. The notices stay, read as marks
+		// (RunningChanges), and the next expansion, of any transaction, takes them.
+		_ = s.expandNotices(ctx)
+	}
 	for _, f := range t.onCommit {
 		f()
 	}

@@ -20,6 +20,8 @@ type txn struct {
 	scratch    *bufPool
 	onCommit   []func()
 	onRollback []func()
+	// noticed: the transaction wrote change notices, which Update expands once it commits.
+	noticed bool
 }
 
 func (t *txn) OnCommit(f func())   { t.onCommit = append(t.onCommit, f) }

@@ -1,0 +1,90 @@
+package sqlstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/veritrail/veritrail/internal/store"
+	"github.com/veritrail/veritrail/internal/store/sqlstore"
+)
+
+// runningChanges answers env-1's marks as a snapshot reads them.
+func runningChanges(t *testing.T, s *sqlstore.Store) []store.RunningChange {
+	t.Helper()
+	var out []store.RunningChange
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		var err error
+		out, err = tx.RunningChanges(context.Background(), "env-1")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func setRunning(t *testing.T, s *sqlstore.Store, fps ...string) {
+	t.Helper()
+	started := make([]store.Running, len(fps))
+	for i, fp := range fps {
+		started[i] = store.Running{Fingerprint: fp, Name: "app-" + fp, Since: 1}
+	}
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
+		return tx.SetRunning(context.Background(), "org-a", "env-1", nil, started)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgresMarkBesideStart: a change marked in every environment while the snapshot that
+// starts its artifact is in flight marks that environment once both committed. Marked in the
+// change's own transaction, the running index it read did not hold the artifact yet.
+func TestPostgresMarkBesideStart(t *testing.T) {
+	s, _, _ := openLockStore(t)
+	ctx := context.Background()
+	held, release := make(chan struct{}), make(chan struct{})
+	change := hold(ctx, s, func(tx store.Tx) error { return tx.MarkRunningChanged(ctx, "org-a", "", []string{"f1"}) }, held, release, nil)
+	<-held
+	setRunning(t, s, "f1") // the snapshot that starts f1 commits first
+	close(release)
+	if err := <-change; err != nil {
+		t.Fatal(err)
+	}
+	marks := runningChanges(t, s)
+	if len(marks) != 1 || marks[0].Fingerprint != "f1" || marks[0].ID == 0 {
+		t.Fatalf("marks of env-1: %+v, want f1 marked (with an ID)", marks)
+	}
+}
+
+// TestPostgresNoticesReadAsMarks: a change whose environments were not marked after it
+// committed (the process stopped between) is read as a mark of no ID by every snapshot of an
+// environment where its artifact runs, which cannot clear it; the next change marks it.
+func TestPostgresNoticesReadAsMarks(t *testing.T) {
+	s, _, _ := openLockStore(t)
+	ctx := context.Background()
+	setRunning(t, s, "f1")
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO change_notices (org_id, fingerprint) VALUES ('org-a', 'f1'), ('org-b', 'f1')`); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		marks := runningChanges(t, s)
+		if !slices.Equal(marks, []store.RunningChange{{ID: 0, Fingerprint: "f1"}}) {
+			t.Fatalf("marks of env-1: %+v, want f1's notice (of org-a only)", marks)
+		}
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.ClearRunningChanges(ctx, []int64{marks[0].ID}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.MarkRunningChanged(ctx, "org-a", "", []string{"f2"}) }); err != nil {
+		t.Fatal(err)
+	}
+	marks := runningChanges(t, s)
+	if len(marks) != 1 || marks[0].Fingerprint != "f1" || marks[0].ID == 0 {
+		t.Fatalf("marks of env-1 after the next change: %+v, want f1 marked (with an ID)", marks)
+	}
+	var left int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM change_notices`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d notices left (%v), want none", left, err)
+	}
+}
