@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Limits is how much load ingest accepts before it sheds the rest, and how slow a client may
@@ -109,8 +107,8 @@ type Limiter struct {
 }
 
 func NewLimiter(cfg Limits) *Limiter {
-	return &Limiter{keys: buckets{rate: cfg.KeyRate, burst: cfg.KeyBurst},
-		orgs: buckets{rate: cfg.OrgRate, burst: cfg.OrgBurst},
+	return &Limiter{keys: buckets{rate: cfg.KeyRate, burst: max(cfg.KeyBurst, 1)},
+		orgs: buckets{rate: cfg.OrgRate, burst: max(cfg.OrgBurst, 1)},
 		inflight: inflight{max: cfg.MaxInFlightWrites, keyMax: cfg.KeyInFlightWrites, orgMax: cfg.OrgInFlightWrites,
 			keys: map[string]int{}, orgs: map[string]int{}}}
 }
@@ -124,15 +122,11 @@ const (
 // Allow takes one token from the key's bucket and one from the organization's, or neither.
 // When it cannot, it says which limit refused and how long until a token is there.
 func (l *Limiter) Allow(now time.Time, keyID, orgID string) (refused string, wait time.Duration) {
-	k := l.keys.reserve(now, keyID)
-	if d := delay(k, now); d > 0 {
-		cancel(k, now)
+	if d := l.keys.take(now, keyID); d > 0 {
 		return RateOfKey, d
 	}
-	o := l.orgs.reserve(now, orgID)
-	if d := delay(o, now); d > 0 {
-		cancel(o, now)
-		cancel(k, now) // the request is not made: give the key its token back
+	if d := l.orgs.take(now, orgID); d > 0 {
+		l.keys.giveBack(now, keyID) // the request is not made
 		return RateOfOrg, d
 	}
 	return "", 0
@@ -202,15 +196,22 @@ func (f *inflight) end(keyID, orgID string) {
 type buckets struct {
 	rate  float64
 	burst int
-	m     sync.Map // string -> *rate.Limiter
+	m     sync.Map // string -> *bucket
 	n     atomic.Int64
 }
 
-// reserve reserves a token; nil means unlimited.
-func (b *buckets) reserve(now time.Time, id string) *rate.Reservation {
-	if b.rate <= 0 {
-		return nil
-	}
+// bucket is one token bucket. A refusal takes nothing from it: with rate.Limiter's
+// reservations, refused requests arriving together each reserved a token before cancelling,
+// so each was told to wait longer than the one before (a Retry-After of 2 s at 1 request a
+// second), and a cancelled reservation followed by another gave back less than it took.
+type bucket struct {
+	mu     sync.Mutex
+	tokens float64
+	at     time.Time // when tokens was last brought up to date
+}
+
+// of answers id's bucket, made full at now.
+func (b *buckets) of(now time.Time, id string) *bucket {
 	v, ok := b.m.Load(id)
 	if !ok {
 		if b.n.Load() >= maxBuckets {
@@ -218,23 +219,46 @@ func (b *buckets) reserve(now time.Time, id string) *rate.Reservation {
 			b.n.Store(0)
 		}
 		var loaded bool
-		if v, loaded = b.m.LoadOrStore(id, rate.NewLimiter(rate.Limit(b.rate), max(b.burst, 1))); !loaded {
+		if v, loaded = b.m.LoadOrStore(id, &bucket{tokens: float64(b.burst), at: now}); !loaded {
 			b.n.Add(1)
 		}
 	}
-	return v.(*rate.Limiter).ReserveN(now, 1)
+	return v.(*bucket)
 }
 
-func delay(r *rate.Reservation, now time.Time) time.Duration {
-	if r == nil {
+// take takes a token from id's bucket, or answers how long until one is there.
+func (b *buckets) take(now time.Time, id string) (wait time.Duration) {
+	if b.rate <= 0 {
 		return 0
 	}
-	return r.DelayFrom(now)
+	k := b.of(now, id)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.refill(now, b.rate, b.burst)
+	if k.tokens >= 1 {
+		k.tokens--
+		return 0
+	}
+	return time.Duration(math.Ceil((1 - k.tokens) / b.rate * float64(time.Second)))
 }
 
-func cancel(r *rate.Reservation, now time.Time) {
-	if r != nil {
-		r.CancelAt(now)
+// giveBack returns the token take took from id's bucket.
+func (b *buckets) giveBack(now time.Time, id string) {
+	if b.rate <= 0 {
+		return
+	}
+	k := b.of(now, id)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.refill(now, b.rate, b.burst)
+	k.tokens = min(k.tokens+1, float64(b.burst))
+}
+
+// refill adds the tokens earned since k.at. The caller holds k.mu.
+func (k *bucket) refill(now time.Time, rate float64, burst int) {
+	if now.After(k.at) {
+		k.tokens = min(k.tokens+now.Sub(k.at).Seconds()*rate, float64(burst))
+		k.at = now
 	}
 }
 

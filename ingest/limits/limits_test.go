@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -42,6 +43,60 @@ func TestLimiterBuckets(t *testing.T) {
 	for range 1000 {
 		if refused, _ := l.Allow(now, "a", "o"); refused != "" {
 			t.Fatalf("zero limits refused by the %s", refused)
+		}
+	}
+}
+
+// TestLimiterRefusalsTakeNothing: requests refused together are each told the same wait, the
+// time until the next token, and take nothing from the buckets: once that token is there, the
+// key makes exactly one request, and a key whose requests the organization refused keeps its
+// whole burst. (With rate.Limiter reservations, some of 64 refused together were told 2 to 4 s.)
+func TestLimiterRefusalsTakeNothing(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	together := func(l *Limiter, key, org string) map[string]map[time.Duration]int {
+		var mu sync.Mutex
+		got := map[string]map[time.Duration]int{}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 64 {
+			wg.Go(func() {
+				<-start
+				refused, wait := l.Allow(now, key, org)
+				mu.Lock()
+				defer mu.Unlock()
+				if got[refused] == nil {
+					got[refused] = map[time.Duration]int{}
+				}
+				got[refused][wait]++
+			})
+		}
+		close(start)
+		wg.Wait()
+		return got
+	}
+	l := NewLimiter(Limits{KeyRate: 1, KeyBurst: 2})
+	for range 2 {
+		l.Allow(now, "a", "o")
+	}
+	if got := together(l, "a", "o"); len(got) != 1 || len(got["API key"]) != 1 || got["API key"][time.Second] != 64 {
+		t.Fatalf("64 requests past the key's burst: %v, want all refused by the API key with a wait of 1s", got)
+	}
+	later := now.Add(time.Second)
+	if refused, _ := l.Allow(later, "a", "o"); refused != "" {
+		t.Fatalf("the token a second later: refused by the %s", refused)
+	}
+	if refused, wait := l.Allow(later, "a", "o"); refused != "API key" || wait != time.Second {
+		t.Fatalf("a second request a second later: refused by %q, wait %v; want the API key, 1s", refused, wait)
+	}
+
+	l = NewLimiter(Limits{KeyRate: 0.001, KeyBurst: 64, OrgRate: 1, OrgBurst: 1})
+	l.Allow(now, "x", "o")
+	if got := together(l, "y", "o"); len(got) != 1 || got["organization"][time.Second] != 64 {
+		t.Fatalf("64 requests past the organization's burst: %v, want all refused by the organization with a wait of 1s", got)
+	}
+	for i := range 64 {
+		if refused, _ := l.Allow(now.Add(time.Duration(i+1)*time.Second), "y", "o"); refused != "" {
+			t.Fatalf("request %d of the key's burst of 64: refused by the %s", i+1, refused)
 		}
 	}
 }
