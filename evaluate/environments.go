@@ -351,6 +351,14 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err := settleMarks(ctx, tx, env, marks, verdicts, started); err != nil {
 		return false, err
 	}
+	if pj.rejudges != nil && len(policies) > 0 && len(started) > 0 {
+		fps := make([]string, len(started))
+		for i, r := range started {
+			fps[i] = r.Fingerprint
+		}
+		org := env.OrgID
+		tx.OnCommit(func() { pj.rejudges.add(org, fps) })
+	}
 	env.LastChangedAt = e.At
 	if err := tx.UpdateEnvironment(ctx, *env); err != nil {
 		return false, err

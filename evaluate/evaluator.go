@@ -122,12 +122,16 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 		return nil, fmt.Errorf("evaluate: template cache: %w", err)
 	}
 	facts := newFactCache(cfg.FactCacheSize)
+	pj := newPolicyJudge(d.Policies, facts, d.Metrics, d.Tracer)
+	if d.Store != nil && d.Store.ConcurrentWriters() {
+		pj.rejudges = newStartedRejudges()
+	}
 	return &Evaluator{
 		cfg:       cfg,
 		d:         d,
 		templates: templates,
 		facts:     facts,
-		policies:  newPolicyJudge(d.Policies, facts, d.Metrics, d.Tracer),
+		policies:  pj,
 		dirty:     map[string]trace.SpanContext{},
 		wake:      make(chan struct{}, 1),
 	}, nil
@@ -415,6 +419,9 @@ func (e *Evaluator) Run(ctx context.Context) error {
 		e.markDirty(id, trace.SpanContext{})
 	}
 	go e.sweepStaleDirt(ctx)
+	if r := e.policies.rejudges; r != nil {
+		go e.runRejudges(ctx, r)
+	}
 	for {
 		select {
 		case <-ctx.Done():

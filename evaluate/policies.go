@@ -38,6 +38,9 @@ type policyJudge struct {
 	// latest are the environments' latest snapshots this evaluator wrote, which their next
 	// snapshots start from (recordRunningSet).
 	latest *latestSnapshots
+	// rejudges are the artifacts snapshots started in environments with policies, judged again
+	// once the transactions beside them ended; nil on a store with one writer (rejudge.go).
+	rejudges *startedRejudges
 }
 
 func newPolicyJudge(engine *envpolicy.Engine, facts *factCache, m *metrics.Evaluator, tracer trace.Tracer) *policyJudge {

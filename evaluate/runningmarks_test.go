@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
@@ -73,5 +74,63 @@ func TestPostgresChangeDuringStartIsSeen(t *testing.T) {
 	}
 	if c := arts[0].Compliant; c == nil || *c {
 		t.Errorf("the latest snapshot shows app-0 compliant or unknown, want non-compliant")
+	}
+}
+
+// TestPostgresVerdictAfterConcurrentSave: the same race, in an environment with policies. The
+// save judges the trail's artifact again where the running index says it runs, which is
+// nowhere yet; the snapshot that starts it beside the save judges it from the evidence before
+// the save. Once both committed, the verdict (which assert reads) follows the save.
+func TestPostgresVerdictAfterConcurrentSave(t *testing.T) {
+	st, _, _ := openPostgres(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newEnvFixtureOn(t, st, 1) // artifact fp(0), reported in trail t1
+	f.evaluateTrail(t, "t1")
+	f.policy(t, "trail", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  trail-compliance:\n    required: true\n")
+	f.attach(t, "env-1", false, "trail")
+	runs := make(chan error, 1)
+	go func() { runs <- f.ev.Run(ctx) }()
+	defer func() { cancel(); <-runs }()
+	trail, err := st.TrailByName(ctx, "flow-1", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	marked, release, saved := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() { // the save, as Evaluator.saveIn writes it
+		saved <- st.Update(ctx, func(tx store.Tx) error {
+			if err := tx.SaveCompliance(ctx, trail.ID, "NON_COMPLIANT", []byte(`{}`), 2000,
+				map[string]string{"art-0": "NON_COMPLIANT"}); err != nil {
+				return err
+			}
+			fps := map[string][]string{"org-1": {fp(0)}}
+			if err := f.ev.policies.afterTrails(ctx, tx, fps, 2000); err != nil {
+				return err
+			}
+			if err := tx.MarkRunningChanged(ctx, "org-1", "", fps["org-1"]); err != nil {
+				return err
+			}
+			close(marked)
+			<-release
+			return nil
+		})
+	}()
+	<-marked
+	f.handle(t, runningApps(0)) // starts app-0, judged from the evidence before the save
+	if v := f.verdicts(t, "env-1"); !v["app-0"].Compliant {
+		t.Fatalf("the snapshot beside the save judged app-0 %+v; the test needs it judged before the save", v["app-0"])
+	}
+	close(release)
+	if err := <-saved; err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); f.verdicts(t, "env-1")["app-0"].Compliant; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("app-0's verdict in env-1 is still compliant a minute after its trail's save committed")
+		}
+	}
+	if got := f.state(t, "env-1"); got != "false/false" {
+		t.Errorf("env-1 after the verdict: %s, want false/false", got)
 	}
 }

@@ -510,5 +510,11 @@ type Store interface {
 	DirtyTrailsBefore(ctx context.Context, generation int64) ([]string, error)
 	// Classify says whether an error of this store can go away if the work is tried again.
 	Classify(err error) ErrorClass
+	// ConcurrentWriters reports whether write transactions run beside each other (PostgreSQL)
+	// rather than one at a time (SQLite, which has one writer).
+	ConcurrentWriters() bool
+	// AwaitTransactionsInFlight returns once every transaction that was in flight when it was
+	// called has ended (at once without ConcurrentWriters), or when ctx ends, with its error.
+	AwaitTransactionsInFlight(ctx context.Context) error
 	Close() error
 }

@@ -2,7 +2,9 @@ package sqlstore_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/veritrail/veritrail/internal/store"
@@ -86,5 +88,42 @@ func TestPostgresNoticesReadAsMarks(t *testing.T) {
 	var left int
 	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM change_notices`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d notices left (%v), want none", left, err)
+	}
+}
+
+// TestPostgresAwaitTransactionsInFlight: the wait ends only once a transaction that had
+// written when it began has ended.
+func TestPostgresAwaitTransactionsInFlight(t *testing.T) {
+	s, _, _ := openLockStore(t)
+	ctx := context.Background()
+	if !s.ConcurrentWriters() {
+		t.Fatal("PostgreSQL's writers are concurrent")
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	// A failure must not leave the transaction open: it would hold back every wait after it.
+	defer once.Do(func() { close(release) })
+	// A row written: the transaction has an ID.
+	change := hold(ctx, s, func(tx store.Tx) error {
+		return tx.SetRunning(ctx, "org-a", "env-1", nil, []store.Running{{Fingerprint: "f1", Name: "app", Since: 1}})
+	}, held, release, nil)
+	<-held
+	before := s.Statements()
+	awaited := make(chan error, 1)
+	go func() { awaited <- s.AwaitTransactionsInFlight(ctx) }()
+	for s.Statements() < before+3 { // the horizon, then two looks that found the transaction running
+		select {
+		case err := <-awaited:
+			t.Fatalf("the wait ended (%v) while a transaction of before it was in flight", err)
+		default:
+			runtime.Gosched()
+		}
+	}
+	once.Do(func() { close(release) })
+	if err := <-change; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-awaited; err != nil {
+		t.Fatal(err)
 	}
 }
