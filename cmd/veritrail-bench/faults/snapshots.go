@@ -1,10 +1,12 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"sort"
@@ -21,7 +23,9 @@ import (
 
 // The environment snapshots the harness exercises beside the trails: snapArtifacts artifacts,
 // each reported in a trail of its own (snap-NN) of the run's flow, run in snapEnvs K8S
-// environments. During the load a reporter reports a random running set to a random
+// environments, the first snapJudgedEnvs of which have a policy attached that requires the
+// trails COMPLIANT (what the others show), so that their artifacts' compliance is a verdict,
+// judged again as the evidence changes. During the load a reporter reports a random running set to a random
 // environment and an evidence changer attests "build" with a random is_compliant on a random
 // snap trail, so that the trails' compliance keeps flipping while the evaluators carry
 // artifacts over from one snapshot to the next. After the drain every environment gets a
@@ -40,6 +44,9 @@ const (
 	// snapshots to appear.
 	snapFinalTimeout = time.Minute
 	snapTrailPrefix  = "snap-"
+	// snapPolicy is attached to the first snapJudgedEnvs environments.
+	snapPolicy     = "faults-trails"
+	snapJudgedEnvs = 2
 )
 
 func snapTrail(i int) string { return fmt.Sprintf("%s%02d", snapTrailPrefix, i) }
@@ -145,6 +152,23 @@ func (s *snapLoad) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	// The policy judged environments attach: what it requires is what an environment without
+	// policies shows (every trail that reported the artifact COMPLIANT), so the final check is the
+	// same for both, and the judging runs under the faults too.
+	form, contentType := policyForm()
+	if err := until(ctx, deadline, "create policy "+snapPolicy, func() answer {
+		return c.do(ctx, http.MethodPut, "/policies/"+c.org, contentType, form)
+	}, http.StatusCreated, http.StatusOK); err != nil {
+		return err
+	}
+	for _, env := range s.envs[:snapJudgedEnvs] {
+		body := []byte(`{"policy_names":["` + snapPolicy + `"]}`)
+		if err := until(ctx, deadline, "attach policy to "+env, func() answer {
+			return c.do(ctx, http.MethodPost, "/environments/"+c.org+"/"+env+"/policies", "application/json", body)
+		}, http.StatusCreated, http.StatusOK); err != nil {
+			return err
+		}
+	}
 	// Readable: every process that answers reads has applied them.
 	for _, env := range s.envs {
 		if err := until(ctx, deadline, "read environment "+env, func() answer {
@@ -161,6 +185,18 @@ func (s *snapLoad) setup(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// policyForm is the create-policy request of snapPolicy, as the Kosli CLI sends it: its
+// payload and its file, and the request's content type.
+func policyForm() ([]byte, string) {
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	_ = w.WriteField("payload", `{"name":"`+snapPolicy+`","description":"the fault harness's snap trails compliant"}`)
+	fw, _ := w.CreateFormFile("policy_file", snapPolicy+".yml")
+	_, _ = fw.Write([]byte("_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  trail-compliance:\n    required: true\n"))
+	_ = w.Close() // writes to a buffer: never fails
+	return buf.Bytes(), w.FormDataContentType()
 }
 
 // until sends until the answer has one of the statuses, or the deadline passes.
@@ -276,6 +312,7 @@ func (s *snapLoad) finalReport(ctx context.Context, env string, deadline time.Ti
 // finalSnapshot is what the harness read of an environment's latest snapshot at the end.
 type finalSnapshot struct {
 	env      string
+	judged   bool   // the environment has snapPolicy attached
 	appeared bool   // it showed the final report (every artifact at snapFinalReplicas instances) in time
 	body     string // GET /snapshots/{org}/{env}/-1
 	err      string // why it did not appear
@@ -289,7 +326,10 @@ type snapDoc struct {
 		Fingerprint string `json:"fingerprint"`
 		Compliant   *bool  `json:"compliant"`
 		Instances   int    `json:"instances"`
-		Flows       []struct {
+		// PolicyDecisions are the latest snapshot's verdicts (as assert reads them) in an
+		// environment with policies.
+		PolicyDecisions []json.RawMessage `json:"policy_decisions"`
+		Flows           []struct {
 			FlowName  string `json:"flow_name"`
 			TrailName string `json:"trail_name"`
 			State     string `json:"state"`
@@ -421,7 +461,10 @@ func (h *harness) checkSnapshots(ctx context.Context) Snapshots {
 	snaps := make([]finalSnapshot, len(s.envs))
 	var wg sync.WaitGroup
 	for i, env := range s.envs {
-		wg.Go(func() { snaps[i] = s.awaitFinal(ctx, env, deadline) })
+		wg.Go(func() {
+			snaps[i] = s.awaitFinal(ctx, env, deadline)
+			snaps[i].judged = i < snapJudgedEnvs
+		})
 	}
 	wg.Wait()
 
@@ -443,8 +486,8 @@ func (h *harness) checkSnapshots(ctx context.Context) Snapshots {
 }
 
 // verifySnapshots checks every artifact of each final snapshot against its trail as the API
-// shows it at the end (no policy is attached, and each artifact is reported in one trail): its
-// compliant is whether the trail is COMPLIANT, and its provenance (flows) is that trail with
+// shows it at the end (each artifact is reported in one trail, and the policy of the judged
+// environments requires what the others show): its compliant is whether the trail is COMPLIANT, and its provenance (flows) is that trail with
 // the trail's state. An artifact of want missing from a final snapshot, one that is not of
 // want, and a final snapshot that never appeared are problems too.
 func verifySnapshots(want []snapArtifact, snaps []finalSnapshot, trails map[string]apiTrail) (Snapshots, []string) {
@@ -498,6 +541,10 @@ func verifySnapshots(want []snapArtifact, snaps []finalSnapshot, trails map[stri
 			if len(got.Flows) == 0 {
 				wrong = true
 				f.add("snapshot artifacts show no provenance", where)
+			}
+			if snap.judged && len(got.PolicyDecisions) == 0 {
+				wrong = true
+				f.add("snapshot artifacts of environments with a policy show no policy decision", where)
 			}
 			for _, p := range got.Flows {
 				switch {

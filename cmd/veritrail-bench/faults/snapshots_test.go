@@ -140,6 +140,31 @@ func TestVerifySnapshots(t *testing.T) {
 	}
 }
 
+// TestVerifySnapshotsJudged: in an environment with the policy attached, an artifact without a
+// policy decision is wrong; with one, it is checked as in any other.
+func TestVerifySnapshotsJudged(t *testing.T) {
+	want, envs, trails := snapFixture()
+	snaps := finalSnapshots(t, envs)
+	snaps[0].judged = true
+	st, problems := verifySnapshots(want, snaps, trails)
+	if st.Wrong != 2 || len(problems) != 1 ||
+		!strings.HasPrefix(problems[0], "2 snapshot artifacts of environments with a policy show no policy decision, e.g. env-a#7") {
+		t.Errorf("%d wrong, problems %q; want 2 and the missing decisions of env-a", st.Wrong, problems)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(snaps[0].body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range doc["artifacts"].([]any) {
+		a.(map[string]any)["policy_decisions"] = []any{map[string]any{"policy_name": snapPolicy}}
+	}
+	b, _ := json.Marshal(doc)
+	snaps[0].body = string(b)
+	if st, problems := verifySnapshots(want, snaps, trails); st.Wrong != 0 || len(problems) != 0 {
+		t.Errorf("with decisions: %d wrong, problems %q", st.Wrong, problems)
+	}
+}
+
 func TestVerifySnapshotsUndecodable(t *testing.T) {
 	want, _, trails := snapFixture()
 	_, problems := verifySnapshots(want, []finalSnapshot{{env: "env-a", appeared: true, body: "{"}}, trails)
