@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,28 +41,12 @@ func TestPostgresChangeDuringStartIsSeen(t *testing.T) {
 		t.Fatalf("%d artifacts run, want none", len(arts))
 	}
 
-	// The saver: the trail turns non-compliant, and its artifact's environments are marked,
+	// The save: the trail turns non-compliant, and its artifact's environments are marked,
 	// while app-0 runs nowhere yet. It commits only once two snapshots are applied.
-	marked, release, saved := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		saved <- st.Update(ctx, func(tx store.Tx) error {
-			if err := tx.SaveCompliance(ctx, trail.ID, "NON_COMPLIANT", []byte(`{}`), 2000,
-				map[string]string{"art-0": "NON_COMPLIANT"}); err != nil {
-				return err
-			}
-			if err := tx.MarkRunningChanged(ctx, "org-1", "", []string{fp(0)}); err != nil {
-				return err
-			}
-			close(marked)
-			<-release
-			return nil
-		})
-	}()
-	<-marked
+	commit := f.saveBeside(t, trail.ID)
 	f.handle(t, app(1)) // starts app-0, reading the evidence from before the change
 	f.handle(t, app(2)) // takes app-0 anew, as started ones are, still before the change
-	close(release)
-	if err := <-saved; err != nil {
+	if err := commit(); err != nil {
 		t.Fatal(err)
 	}
 	f.handle(t, app(3))
@@ -97,32 +82,12 @@ func TestPostgresVerdictAfterConcurrentSave(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	marked, release, saved := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { // the save, as Evaluator.saveIn writes it
-		saved <- st.Update(ctx, func(tx store.Tx) error {
-			if err := tx.SaveCompliance(ctx, trail.ID, "NON_COMPLIANT", []byte(`{}`), 2000,
-				map[string]string{"art-0": "NON_COMPLIANT"}); err != nil {
-				return err
-			}
-			fps := map[string][]string{"org-1": {fp(0)}}
-			if err := f.ev.policies.afterTrails(ctx, tx, fps, 2000); err != nil {
-				return err
-			}
-			if err := tx.MarkRunningChanged(ctx, "org-1", "", fps["org-1"]); err != nil {
-				return err
-			}
-			close(marked)
-			<-release
-			return nil
-		})
-	}()
-	<-marked
+	commit := f.saveBeside(t, trail.ID)
 	f.handle(t, runningApps(0)) // starts app-0, judged from the evidence before the save
 	if v := f.verdicts(t, "env-1"); !v["app-0"].Compliant {
 		t.Fatalf("the snapshot beside the save judged app-0 %+v; the test needs it judged before the save", v["app-0"])
 	}
-	close(release)
-	if err := <-saved; err != nil {
+	if err := commit(); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(time.Minute); f.verdicts(t, "env-1")["app-0"].Compliant; time.Sleep(10 * time.Millisecond) {
@@ -133,4 +98,44 @@ func TestPostgresVerdictAfterConcurrentSave(t *testing.T) {
 	if got := f.state(t, "env-1"); got != "false/false" {
 		t.Errorf("env-1 after the verdict: %s, want false/false", got)
 	}
+}
+
+// saveBeside begins a save of trail trailID (artifact art-0, fp(0)) turning NON_COMPLIANT, as
+// Evaluator.saveIn writes it: the compliance, the artifact judged again where the running index
+// says it runs under policies, and the environments where it runs marked. The transaction stays
+// open until commit, which answers its error (or the test ends: an open transaction would hold
+// back every wait for the transactions in flight on the server).
+func (f *envFixture) saveBeside(t *testing.T, trailID string) (commit func() error) {
+	t.Helper()
+	ctx := context.Background()
+	marked, release, saved := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		saved <- f.st.Update(ctx, func(tx store.Tx) error {
+			err := func() error {
+				if err := tx.SaveCompliance(ctx, trailID, "NON_COMPLIANT", []byte(`{}`), 2000,
+					map[string]string{"art-0": "NON_COMPLIANT"}); err != nil {
+					return err
+				}
+				fps := map[string][]string{"org-1": {fp(0)}}
+				if err := f.ev.policies.afterTrails(ctx, tx, fps, 2000); err != nil {
+					return err
+				}
+				return tx.MarkRunningChanged(ctx, "org-1", "", fps["org-1"])
+			}()
+			close(marked)
+			if err != nil {
+				return err
+			}
+			<-release
+			return nil
+		})
+	}()
+	<-marked
+	var once sync.Once
+	commit = func() error {
+		once.Do(func() { close(release) })
+		return <-saved
+	}
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	return commit
 }
