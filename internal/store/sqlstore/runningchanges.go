@@ -40,9 +40,21 @@ func (d dialect) runningChanges() func(context.Context, migrate.Execer) error {
 // again, for a snapshot that reads after the change). Until the notice is expanded,
 // RunningChanges reads it as a mark of every environment where the fingerprint runs.
 //
+// A notice names a fingerprint, or a flow (whose name, tags or archiving changed) for every
+// artifact it reported, with the other column empty.
+//
 // SQLite has one writer: no snapshot runs beside the change, which marks directly.
 const changeNoticesTable = `CREATE TABLE IF NOT EXISTS change_notices (
-	id {{serial}}, org_id TEXT NOT NULL, fingerprint TEXT NOT NULL)`
+	id {{serial}}, org_id TEXT NOT NULL, fingerprint TEXT NOT NULL, flow_id TEXT NOT NULL DEFAULT '')`
+
+// noticedRunning selects, from notices n, the environments and fingerprints they name that run
+// there (env_running r, with r's conditions after its WHERE): a flow's artifacts are found
+// from the running ones, through the artifacts index by fingerprint.
+const noticedRunning = `SELECT r.env_id, r.fingerprint FROM env_running r JOIN {{n}} n
+		ON n.org_id = r.org_id AND n.fingerprint = r.fingerprint WHERE {{where}}
+	UNION SELECT r.env_id, r.fingerprint FROM env_running r JOIN {{n}} n ON n.org_id = r.org_id AND n.flow_id <> ''
+		WHERE {{where}} AND EXISTS (SELECT 1 FROM artifacts a
+			WHERE a.org_id = r.org_id AND a.fingerprint = r.fingerprint AND a.flow_id = n.flow_id)`
 
 // changeNotices is migration 15.
 func (d dialect) changeNotices() func(context.Context, migrate.Execer) error {
@@ -87,8 +99,8 @@ func (t *txn) MarkRunningChanged(ctx context.Context, orgID, envID string, fps [
 func (t *txn) MarkFlowRunningChanged(ctx context.Context, orgID, flowID string) error {
 	if t.d.name == postgresDialect.name {
 		t.noticed = true
-		_, err := t.exec(ctx, "notice running changed", `INSERT INTO change_notices (org_id, fingerprint)
-			SELECT DISTINCT org_id, fingerprint FROM artifacts WHERE org_id = ? AND flow_id = ?`, orgID, flowID)
+		_, err := t.exec(ctx, "notice running changed", `INSERT INTO change_notices (org_id, fingerprint, flow_id)
+			VALUES (?, '', ?)`, orgID, flowID)
 		return err
 	}
 	_, err := t.exec(ctx, "mark running changed", `INSERT INTO running_changes (env_id, fingerprint)
@@ -101,9 +113,9 @@ func (t *txn) MarkFlowRunningChanged(ctx context.Context, orgID, flowID string) 
 func (t *txn) RunningChanges(ctx context.Context, envID string) ([]store.RunningChange, error) {
 	q, args := `SELECT id, fingerprint FROM running_changes WHERE env_id = ?`, []any{envID}
 	if t.d.name == postgresDialect.name { // and the notices not expanded yet, as marks with no ID
-		q += ` UNION ALL SELECT 0, n.fingerprint FROM change_notices n
-			JOIN env_running r ON r.org_id = n.org_id AND r.fingerprint = n.fingerprint WHERE r.env_id = ?`
-		args = append(args, envID)
+		q += ` UNION ALL SELECT 0, x.fingerprint FROM (` +
+			strings.NewReplacer("{{n}}", "change_notices", "{{where}}", "r.env_id = ?").Replace(noticedRunning) + `) x`
+		args = append(args, envID, envID)
 	}
 	rows, err := t.rows(ctx, q, args...)
 	if err != nil {
@@ -146,9 +158,9 @@ func (s *Store) expandNotices(ctx context.Context) error {
 	s.sent.Add(1)
 	_, err := s.w.ExecContext(ctx, `WITH taken AS (
 		DELETE FROM change_notices WHERE id IN (SELECT id FROM change_notices ORDER BY id FOR UPDATE SKIP LOCKED)
-		RETURNING org_id, fingerprint)
-		INSERT INTO running_changes (env_id, fingerprint)
-		SELECT DISTINCT r.env_id, r.fingerprint FROM env_running r JOIN taken t ON r.org_id = t.org_id AND r.fingerprint = t.fingerprint`)
+		RETURNING org_id, fingerprint, flow_id)
+		INSERT INTO running_changes (env_id, fingerprint) `+
+		strings.NewReplacer("{{n}}", "taken", "{{where}}", "TRUE").Replace(noticedRunning))
 	if err != nil {
 		return fmt.Errorf("sqlstore: mark noticed changes: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -59,22 +60,32 @@ func TestPostgresMarkBesideStart(t *testing.T) {
 	}
 }
 
-// TestPostgresNoticesReadAsMarks: a change whose environments were not marked after it
-// committed (the process stopped between) is read as a mark of no ID by every snapshot of an
-// environment where its artifact runs, which cannot clear it; the next change marks it.
+// TestPostgresNoticesReadAsMarks: changes whose environments were not marked after they
+// committed (the process stopped between) are read as marks of no ID by every snapshot of an
+// environment where their artifacts run, which cannot clear them; the next change marks them.
+// A change names a fingerprint, or a flow for the artifacts it reported.
 func TestPostgresNoticesReadAsMarks(t *testing.T) {
-	s, _, _ := openLockStore(t)
+	s, _, _ := openLockStore(t, "tr-1")
 	ctx := context.Background()
-	setRunning(t, s, "f1")
-	if _, err := s.DB().ExecContext(ctx, `INSERT INTO change_notices (org_id, fingerprint) VALUES ('org-a', 'f1'), ('org-b', 'f1')`); err != nil {
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.InsertArtifact(ctx, store.Artifact{ID: "a-f3", OrgID: "org-a", FlowID: "flow-1", TrailID: "tr-1",
+			Fingerprint: "f3", Report: []byte(`{}`), CreatedAt: 1})
+	}); err != nil {
 		t.Fatal(err)
 	}
+	setRunning(t, s, "f1", "f3", "f4") // f4 is of no flow
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO change_notices (org_id, fingerprint, flow_id)
+		VALUES ('org-a', 'f1', ''), ('org-b', 'f1', ''), ('org-a', '', 'flow-1'), ('org-b', '', 'flow-1')`); err != nil {
+		t.Fatal(err)
+	}
+	want := []store.RunningChange{{ID: 0, Fingerprint: "f1"}, {ID: 0, Fingerprint: "f3"}}
 	for range 2 {
 		marks := runningChanges(t, s)
-		if !slices.Equal(marks, []store.RunningChange{{ID: 0, Fingerprint: "f1"}}) {
-			t.Fatalf("marks of env-1: %+v, want f1's notice (of org-a only)", marks)
+		slices.SortFunc(marks, func(a, b store.RunningChange) int { return strings.Compare(a.Fingerprint, b.Fingerprint) })
+		if !slices.Equal(marks, want) {
+			t.Fatalf("marks of env-1: %+v, want the notices of f1 and of f3's flow (of org-a only)", marks)
 		}
-		if err := s.Update(ctx, func(tx store.Tx) error { return tx.ClearRunningChanges(ctx, []int64{marks[0].ID}) }); err != nil {
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.ClearRunningChanges(ctx, []int64{0, 0}) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,8 +93,9 @@ func TestPostgresNoticesReadAsMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	marks := runningChanges(t, s)
-	if len(marks) != 1 || marks[0].Fingerprint != "f1" || marks[0].ID == 0 {
-		t.Fatalf("marks of env-1 after the next change: %+v, want f1 marked (with an ID)", marks)
+	slices.SortFunc(marks, func(a, b store.RunningChange) int { return strings.Compare(a.Fingerprint, b.Fingerprint) })
+	if len(marks) != 2 || marks[0].Fingerprint != "f1" || marks[1].Fingerprint != "f3" || marks[0].ID == 0 || marks[1].ID == 0 {
+		t.Fatalf("marks of env-1 after the next change: %+v, want f1 and f3 marked (with IDs)", marks)
 	}
 	var left int
 	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM change_notices`).Scan(&left); err != nil || left != 0 {
