@@ -91,8 +91,15 @@ func (e *Evaluator) runRejudges(ctx context.Context, r *startedRejudges) {
 			if err := tx.GiveWay(ctx); err != nil {
 				return err
 			}
+			// As a save does: readers that keep answers about these artifacts drop them.
+			if err := tx.Announce(ctx, nil, fps); err != nil {
+				return err
+			}
 			return e.policies.afterTrails(ctx, tx, fps, e.now())
 		})
+		if err == nil {
+			e.notify(nil, fps)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

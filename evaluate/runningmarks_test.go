@@ -2,6 +2,8 @@ package evaluate
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -77,6 +79,9 @@ func TestPostgresVerdictAfterConcurrentSave(t *testing.T) {
 	runs := make(chan error, 1)
 	go func() { runs <- f.ev.Run(ctx) }()
 	defer func() { cancel(); <-runs }()
+	heard := &heardChanges{listening: make(chan struct{})}
+	go st.ListenChanges(ctx, heard, slog.New(slog.DiscardHandler))
+	<-heard.listening
 	trail, err := st.TrailByName(ctx, "flow-1", "t1")
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +103,43 @@ func TestPostgresVerdictAfterConcurrentSave(t *testing.T) {
 	if got := f.state(t, "env-1"); got != "false/false" {
 		t.Errorf("env-1 after the verdict: %s, want false/false", got)
 	}
+	// Ingest processes that keep assert answers drop app-0's: the judging announced it.
+	for deadline := time.Now().Add(time.Minute); !heard.artifact("org-1", fp(0)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no announcement named app-0 after its verdict changed")
+		}
+	}
+}
+
+// heardChanges records the artifacts of the announcements a store's listener hears.
+type heardChanges struct {
+	mu        sync.Mutex
+	artifacts map[string][]string
+	listening chan struct{} // closed once it listens
+	once      sync.Once
+}
+
+func (h *heardChanges) Changed(_ []string, artifacts map[string][]string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.artifacts == nil {
+		h.artifacts = map[string][]string{}
+	}
+	for org, fps := range artifacts {
+		h.artifacts[org] = append(h.artifacts[org], fps...)
+	}
+}
+
+func (h *heardChanges) Listening(on bool) {
+	if on {
+		h.once.Do(func() { close(h.listening) })
+	}
+}
+
+func (h *heardChanges) artifact(org, fp string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Contains(h.artifacts[org], fp)
 }
 
 // saveBeside begins a save of trail trailID (artifact art-0, fp(0)) turning NON_COMPLIANT, as
