@@ -66,6 +66,9 @@ func (r *startedRejudges) take() map[string][]string {
 // not a save of an evaluation, and judging again without it is what can be done.
 const rejudgeAwait = 30 * time.Second
 
+// rejudgeRetry is the pause before judging again what a failed transaction did not.
+const rejudgeRetry = 100 * time.Millisecond
+
 // runRejudges judges the started artifacts again as they come, until ctx ends.
 func (e *Evaluator) runRejudges(ctx context.Context, r *startedRejudges) {
 	for {
@@ -97,32 +100,25 @@ func (e *Evaluator) runRejudges(ctx context.Context, r *startedRejudges) {
 			}
 			return e.policies.afterTrails(ctx, tx, fps, e.now())
 		})
-		if err == nil {
+		switch {
+		case err == nil:
 			e.notify(nil, fps)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
+		case ctx.Err() != nil:
+			return
+		default:
 			if !errors.Is(err, store.ErrBusy) {
 				e.d.Log.Warn("evaluate: judging started artifacts again failed; will retry", "err", err)
 			}
-			e.retryRejudge(ctx, r, fps)
-		}
-	}
-}
-
-// retryRejudge puts fps back after a pause.
-func (e *Evaluator) retryRejudge(ctx context.Context, r *startedRejudges, fps map[string][]string) {
-	go func() {
-		t := time.NewTimer(100 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C:
+			t := time.NewTimer(rejudgeRetry) // what comes meanwhile joins the retry
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 			for org, list := range fps {
 				r.add(org, list)
 			}
 		}
-	}()
+	}
 }

@@ -23,11 +23,9 @@ func TestPostgresChangeDuringStartIsSeen(t *testing.T) {
 	st, _, _ := openPostgres(t)
 	ctx := context.Background()
 	f := newEnvFixtureOn(t, st, 1) // artifact fp(0), reported in trail t1
+	f.evaluateTrail(t, "t1")
 	trail, err := st.TrailByName(ctx, "flow-1", "t1")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.ev.EvaluateTrail(ctx, trail.ID); err != nil {
 		t.Fatal(err)
 	}
 	app := func(instances int) func(*contract.Envelope) {

@@ -25,10 +25,10 @@ import (
 // each reported in a trail of its own (snap-NN) of the run's flow, run in snapEnvs K8S
 // environments, the first snapJudgedEnvs of which have a policy attached that requires the
 // trails COMPLIANT (what the others show), so that their artifacts' compliance is a verdict,
-// judged again as the evidence changes. During the load a reporter reports a random running set to a random
-// environment and an evidence changer attests "build" with a random is_compliant on a random
-// snap trail, so that the trails' compliance keeps flipping while the evaluators carry
-// artifacts over from one snapshot to the next. After the drain every environment gets a
+// judged again as the evidence changes. During the load a reporter reports a random running
+// set to a random environment and an evidence changer attests "build" with a random
+// is_compliant on a random snap trail, so that the trails' compliance keeps flipping while
+// the evaluators carry artifacts over from one snapshot to the next. After the drain every environment gets a
 // final report of every artifact at snapFinalReplicas instances (a count the load never
 // reports, so it is certainly a new snapshot), and each artifact of each final snapshot must
 // show its trail's compliance as the API gives it at the end: a carried-over artifact whose
@@ -487,8 +487,8 @@ func (h *harness) checkSnapshots(ctx context.Context) Snapshots {
 
 // verifySnapshots checks every artifact of each final snapshot against its trail as the API
 // shows it at the end (each artifact is reported in one trail, and the policy of the judged
-// environments requires what the others show): its compliant is whether the trail is COMPLIANT, and its provenance (flows) is that trail with
-// the trail's state. An artifact of want missing from a final snapshot, one that is not of
+// environments requires what the others show): its compliant is whether the trail is
+// COMPLIANT, and its provenance (flows) is that trail with the trail's state. An artifact of want missing from a final snapshot, one that is not of
 // want, and a final snapshot that never appeared are problems too.
 func verifySnapshots(want []snapArtifact, snaps []finalSnapshot, trails map[string]apiTrail) (Snapshots, []string) {
 	f := newFindings()

@@ -36,7 +36,7 @@ func (s *Store) AwaitTransactionsInFlight(ctx context.Context) error {
 		}
 		var passed bool
 		s.sent.Add(1)
-		if err := s.w.QueryRowContext(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > CAST($1 AS xid8)`, horizon).Scan(&passed); err != nil {
+		if err := s.w.QueryRowContext(ctx, s.d.rebind(`SELECT pg_snapshot_xmin(pg_current_snapshot()) > CAST(? AS xid8)`), horizon).Scan(&passed); err != nil {
 			return fmt.Errorf("sqlstore: transactions in flight: %w", err)
 		}
 		if passed {
