@@ -9,6 +9,7 @@ import (
 
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/cmd/veritrail/config"
+	"github.com/veritrail/veritrail/internal/gctune"
 	"github.com/veritrail/veritrail/internal/tracing"
 )
 
@@ -30,6 +31,10 @@ func tierCommand(name, short string, start startFunc) *cobra.Command {
 		log, err := s.Logger(cmd.ErrOrStderr())
 		if err != nil {
 			return err
+		}
+		// The process's garbage collector: GOGC and GOMEMLIMIT, when set, win.
+		if gc, _ := gctune.Apply(gctune.OS()); gc != (gctune.Applied{}) {
+			log.Info("veritrail: garbage collector set", "gc_percent", gc.Percent, "memory_limit_bytes", gc.Limit)
 		}
 		cfg := s.App(log)
 		if err := cfg.Ingest.Limits.Validate(); err != nil {

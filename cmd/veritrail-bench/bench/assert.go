@@ -121,6 +121,7 @@ type AssertSettings struct {
 	Concurrency int    `json:"concurrency"`
 	Artifacts   int    `json:"artifacts"`
 	Policies    int    `json:"policies"`
+	ProductGC   string `json:"product_gc"`
 }
 
 // assertArtifacts is how many artifacts run in the environment the asserts ask about, round-robin.
@@ -181,6 +182,9 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 	}
 	fmt.Fprintf(cfg.Progress, "bench: assert phase 1: %.0f/s, p50 %.2f ms, p99 %.2f ms\n", res.Bare.PerSecond, res.Bare.P50ms, res.Bare.P99ms)
 
+	var restoreGC func()
+	res.Settings.ProductGC, restoreGC = productGC()
+	defer restoreGC()
 	runtime.GC()
 	start, mode := startProduct, "embedded"
 	if cfg.Postgres != "" {
@@ -555,6 +559,7 @@ func (r *AssertResult) WriteTable(w io.Writer) error {
 	m, s := r.Machine, r.Settings
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s %s/%s\n", m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch)
 	fmt.Fprintf(w, "mode:    %s\n", s.Mode)
+	fmt.Fprintf(w, "gc:      %s\n", s.ProductGC)
 	fmt.Fprintf(w, "load:    %d clients, %s per phase after %s of warm-up; asserts round-robin over %d artifacts running with %d policies\n\n",
 		s.Concurrency, s.Duration, s.Warmup, s.Artifacts, s.Policies)
 	const row = "%-34s %8s %8s %8s %8s %8s %8s %7s\n"

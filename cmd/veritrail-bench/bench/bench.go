@@ -154,6 +154,8 @@ type Settings struct {
 	Concurrency int    `json:"concurrency"`
 	Trails      int    `json:"trails"`
 	BodyBytes   int    `json:"body_bytes"`
+	// ProductGC is how the garbage collector ran in the product's phases (productGC).
+	ProductGC string `json:"product_gc"`
 }
 
 // Result is everything one run measured.
@@ -201,6 +203,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if res.Bare, err = runBare(ctx, cfg, body, contentType); err != nil {
 		return nil, err
 	}
+	var restoreGC func()
+	res.Settings.ProductGC, restoreGC = productGC()
+	defer restoreGC()
 	// Start the product from a clean heap so the baseline's garbage is not collected on its time.
 	runtime.GC()
 	debug.FreeOSMemory()

@@ -10,8 +10,9 @@ import (
 func (r *Result) WriteTable(w io.Writer) error {
 	m, s := r.Machine, r.Settings
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s %s/%s\n", m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch)
-	fmt.Fprintf(w, "load:    %d clients, %s per phase after %s of warm-up, %d trails, %d-byte multipart bodies\n\n",
+	fmt.Fprintf(w, "load:    %d clients, %s per phase after %s of warm-up, %d trails, %d-byte multipart bodies\n",
 		s.Concurrency, s.Duration, s.Warmup, s.Trails, s.BodyBytes)
+	fmt.Fprintf(w, "gc:      %s\n\n", s.ProductGC)
 
 	const row = "%-31s %8s %8s %8s %8s %8s %8s %7s %10s %6s\n"
 	fmt.Fprintf(w, row, "phase", "ok/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "ok", "errors", "cpu us/ok", "cores")
@@ -118,6 +119,7 @@ func (r *SnapshotResult) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s %s/%s\n", m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch)
 	fmt.Fprintf(w, "load:    %d clients, each reporting to its own K8S environment, %s per phase after %s of warm-up\n",
 		s.Concurrency, s.Duration, s.Warmup)
+	fmt.Fprintf(w, "gc:      %s\n", s.ProductGC)
 	how := "alternating between two running sets (one deployment rolled): every report creates a snapshot"
 	if s.Mode == modeRepeat {
 		how = "repeating the last running set: no report creates a snapshot"

@@ -44,7 +44,8 @@ type SnapshotSettings struct {
 	BodyBytes        int `json:"body_bytes"`
 	// Mode is "alternate" (each report rolls one deployment back or forth, so each creates a
 	// snapshot) or "repeat" (each report repeats the last running set and creates none).
-	Mode string `json:"mode"`
+	Mode      string `json:"mode"`
+	ProductGC string `json:"product_gc"`
 }
 
 // SnapshotResult is everything one snapshot run measured.
@@ -95,6 +96,9 @@ func RunSnapshots(ctx context.Context, cfg Config) (*SnapshotResult, error) {
 	if res.Bare, err = runBareSnapshots(ctx, cfg, sets); err != nil {
 		return nil, err
 	}
+	var restoreGC func()
+	res.Settings.ProductGC, restoreGC = productGC()
+	defer restoreGC()
 	runtime.GC() // as in Run: the baseline's garbage is not collected on the product's time
 	if err := runIngestSnapshots(ctx, cfg, sets, res); err != nil {
 		return nil, err
