@@ -20,10 +20,23 @@ func permanent(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrPermanent, fmt.Sprintf(format, args...))
 }
 
+// applier folds messages into the store.
+type applier struct {
+	policies *policyJudge
+	// lockTrails has an attestation's apply touch its trail's row, setting last_modified_at.
+	// On PostgreSQL that row lock is what orders two transactions adding to one trail (see
+	// applyAttestations). SQLite's single writer orders them already, and there the touch was a
+	// fifth of the pages an apply wrote (each trail's row, once in the apply and again in the
+	// save): the save raises last_modified_at instead (store.ComplianceSave.ModifiedAt), which
+	// readers see at the same moment, since what they see of an attestation waits for that save.
+	lockTrails bool
+}
+
 // apply folds one message into the store inside tx and returns the trail it touched ("" if
 // none), which then needs evaluating. It is deterministic given the store state, so a
 // redelivered message that slipped past the Applied check would still converge.
-func apply(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelope) (trailID string, err error) {
+func (ap applier) apply(ctx context.Context, tx store.Tx, e *contract.Envelope) (trailID string, err error) {
+	pj := ap.policies
 	switch e.Kind {
 	case contract.KindFlowUpserted:
 		return "", applyFlow(ctx, tx, e)
@@ -90,7 +103,7 @@ func apply(ctx context.Context, tx store.Tx, pj *policyJudge, e *contract.Envelo
 	case contract.KindArtifactReported:
 		return applyArtifact(ctx, tx, e)
 	case contract.KindAttestationReported:
-		return applyAttestation(ctx, tx, e)
+		return ap.applyAttestation(ctx, tx, e)
 	case contract.KindEnvironmentUpserted:
 		return "", applyEnvironment(ctx, tx, e)
 	case contract.KindEnvironmentChanged:
@@ -285,8 +298,8 @@ func applyArtifact(ctx context.Context, tx store.Tx, e *contract.Envelope) (stri
 	})
 }
 
-func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (string, error) {
-	trails, err := applyAttestations(ctx, tx, []*contract.Envelope{e})
+func (ap applier) applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (string, error) {
+	trails, err := ap.applyAttestations(ctx, tx, []*contract.Envelope{e})
 	if err != nil {
 		return "", err
 	}
@@ -294,10 +307,10 @@ func applyAttestation(ctx context.Context, tx store.Tx, e *contract.Envelope) (s
 }
 
 // applyAttestations applies a run of attestation messages (a batch's consecutive ones) with a
-// statement or two per kind of row instead of four per message: resolving the trails, inserting
-// the attestations, touching the trails, appending their events. It answers each message's trail.
+// statement per kind of row instead of three per message: resolving the trails, touching them
+// (PostgreSQL), inserting the attestations. It answers each message's trail.
 // A message whose trail does not exist fails the run, as applyAttestation would fail it alone.
-func applyAttestations(ctx context.Context, tx store.Tx, run []*contract.Envelope) ([]string, error) {
+func (ap applier) applyAttestations(ctx context.Context, tx store.Tx, run []*contract.Envelope) ([]string, error) {
 	keys := make([]store.TrailKey, 0, len(run))
 	for _, e := range run {
 		if e.Attestation == nil {
@@ -311,54 +324,36 @@ func applyAttestations(ctx context.Context, tx store.Tx, run []*contract.Envelop
 	}
 	trails := make([]string, len(run))
 	recs := make([]store.Attestation, len(run))
-	events := make([]store.TrailEvent, len(run))
 	touched := make(map[string]float64, len(run))
 	for i, e := range run {
 		id, ok := ids[keys[i]]
 		if !ok {
 			return nil, classify(fmt.Errorf("trail %s: %w", e.Attestation.TrailName, store.ErrNotFound))
 		}
-		if recs[i], events[i], err = attestationRows(e, id); err != nil {
-			return nil, err
-		}
+		recs[i] = attestationRecord(e, id)
 		if err := ensureRepo(ctx, tx, e.OrgID, repoInfoOf(e.Attestation.Data), e.At); err != nil {
 			return nil, err
 		}
-		events[i].At = e.At
 		trails[i], touched[id] = id, e.At // the last message's time, as TouchTrail one by one leaves it
 	}
 	// The trails are touched first: on PostgreSQL that locks their rows until commit, so two
 	// transactions adding to one trail (two evaluators during a partition handover) take turns, and
 	// a trail's attestations are numbered in the order they commit, which the evaluator's fact
 	// cache relies on (store.PolicyReader.TrailAttestationFactsAfter).
-	if err := tx.TouchTrails(ctx, touched); err != nil {
-		return nil, err
+	if ap.lockTrails {
+		if err := tx.TouchTrails(ctx, touched); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.InsertAttestations(ctx, recs); err != nil {
 		return nil, err
 	}
-	return trails, tx.AppendTrailEvents(ctx, events, 0)
+	return trails, nil
 }
 
-// attestationEvent is the trail event of an attestation. Its fields are in the order of their
-// names, so it encodes as the map it replaced did (encoding/json sorts a map's keys), at a
-// fraction of the cost: every attestation makes one.
-type attestationEvent struct {
-	ArtifactFingerprint     string  `json:"artifact_fingerprint,omitempty"`
-	AttestationID           string  `json:"attestation_id"`
-	AttestationName         string  `json:"attestation_name"`
-	AttestationType         string  `json:"attestation_type"`
-	IsCompliant             bool    `json:"is_compliant"`
-	OverriddenAttestationID *string `json:"overridden_attestation_id,omitempty"`
-	Reason                  *string `json:"reason,omitempty"`
-	TemplateReferenceName   string  `json:"template_reference_name,omitempty"`
-	Timestamp               float64 `json:"timestamp"`
-	Type                    string  `json:"type"`
-	User                    string  `json:"user"`
-}
-
-// attestationRows are the attestation record and the trail event an attestation message makes.
-func attestationRows(e *contract.Envelope, trailID string) (store.Attestation, store.TrailEvent, error) {
+// attestationRecord is the attestation record an attestation message makes. Its trail event is
+// not stored: the store builds it from this record when the trail's events are read.
+func attestationRecord(e *contract.Envelope, trailID string) store.Attestation {
 	a := e.Attestation
 	rec := store.Attestation{
 		ID: a.ID, OrgID: e.OrgID, FlowID: a.FlowID, TrailID: trailID, Name: a.Name, Type: a.Type, IsCompliant: a.IsCompliant,
@@ -371,21 +366,7 @@ func attestationRows(e *contract.Envelope, trailID string) (store.Attestation, s
 	if a.Evidence != nil {
 		rec.EvidenceSHA256, rec.EvidenceName = a.Evidence.SHA256, a.Evidence.Filename
 	}
-	ev := attestationEvent{Type: "trail_attestation_reported", Timestamp: e.At, User: e.Actor.Name, AttestationID: a.ID,
-		AttestationName: a.Name, AttestationType: a.Type, IsCompliant: a.IsCompliant,
-		ArtifactFingerprint: a.ArtifactFingerprint, TemplateReferenceName: a.TargetArtifact}
-	if a.ArtifactFingerprint != "" || a.TargetArtifact != "" {
-		ev.Type = "artifact_attestation_reported"
-	}
-	if a.Overrides != nil {
-		ev.Type = "attestation_overridden"
-		ev.OverriddenAttestationID, ev.Reason = &a.Overrides.AttestationID, &a.Overrides.Reason
-	}
-	doc, err := json.Marshal(ev)
-	if err != nil {
-		return rec, store.TrailEvent{}, fmt.Errorf("encode trail event: %w", err)
-	}
-	return rec, store.TrailEvent{TrailID: trailID, Doc: doc}, nil
+	return rec
 }
 
 func applyCustomType(ctx context.Context, tx store.Tx, e *contract.Envelope) error {

@@ -83,6 +83,7 @@ type Evaluator struct {
 	templates *lru.Cache[string, *template.Template]
 	facts     *factCache
 	policies  *policyJudge
+	applier   applier
 
 	evaluations atomic.Int64 // trail evaluations committed, for tests and metrics
 	inputs      sync.Pool    // *[]template.Attestation arrays that trailInput reuses
@@ -132,6 +133,7 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 		templates: templates,
 		facts:     facts,
 		policies:  pj,
+		applier:   applier{policies: pj, lockTrails: d.Store != nil && d.Store.ConcurrentWriters()},
 		dirty:     map[string]trace.SpanContext{},
 		wake:      make(chan struct{}, 1),
 	}, nil
@@ -183,7 +185,7 @@ func (e *Evaluator) handle(ctx context.Context, msg *message.Message) error {
 // trail it touched is dirty, or, when it touched none, its organization changed. Handle and
 // replays share it.
 func (e *Evaluator) applyEffects(ctx context.Context, tx store.Tx, env *contract.Envelope) (string, error) {
-	trailID, err := apply(ctx, tx, e.policies, env)
+	trailID, err := e.applier.apply(ctx, tx, env)
 	if err != nil {
 		return "", err
 	}
@@ -242,8 +244,10 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		if err != nil {
 			return err
 		}
-		if err := touchBatchTrails(ctx, tx, envs, done); err != nil {
-			return err
+		if e.applier.lockTrails {
+			if err := touchBatchTrails(ctx, tx, envs, done); err != nil {
+				return err
+			}
 		}
 		applied := func(env *contract.Envelope, trailID string) {
 			switch {
@@ -278,7 +282,7 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 				if len(run) == 0 {
 					continue
 				}
-				trailIDs, err := applyAttestations(ctx, tx, run)
+				trailIDs, err := e.applier.applyAttestations(ctx, tx, run)
 				if err != nil {
 					return fmt.Errorf("%d attestations from %s: %w", len(run), run[0].ID, err)
 				}
@@ -293,7 +297,7 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 				continue
 			}
 			done[env.ID] = true
-			trailID, err := apply(under(ctx, spans[env.ID]), tx, e.policies, env)
+			trailID, err := e.applier.apply(under(ctx, spans[env.ID]), tx, env)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", env.Kind, env.ID, err)
 			}
@@ -553,6 +557,8 @@ type trailResult struct {
 	doc     []byte
 	at      float64
 	states  map[string]string
+	// modifiedAt is the time of the latest evidence read (store.ComplianceSave.ModifiedAt).
+	modifiedAt float64
 	// orgID and fingerprints name the trail's artifacts, whose verdicts in environments may change with it.
 	orgID        string
 	fingerprints []string
@@ -682,9 +688,13 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.Ev
 		return trailResult{}, err
 	}
 	r := trailResult{trailID: trailID, gen: start.Generation, state: res.State, doc: doc, at: at, states: states}
+	for _, a := range atts {
+		r.modifiedAt = max(r.modifiedAt, a.CreatedAt)
+	}
 	for _, a := range arts {
 		r.orgID = a.OrgID
 		r.fingerprints = append(r.fingerprints, a.Fingerprint)
+		r.modifiedAt = max(r.modifiedAt, a.CreatedAt)
 	}
 	return r, nil
 }
@@ -732,7 +742,8 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, ski
 					}
 					continue
 				}
-				saves = append(saves, store.ComplianceSave{TrailID: r.trailID, State: r.state, Doc: r.doc, At: r.at, ArtifactStates: r.states})
+				saves = append(saves, store.ComplianceSave{TrailID: r.trailID, State: r.state, Doc: r.doc, At: r.at,
+					ArtifactStates: r.states, ModifiedAt: r.modifiedAt})
 			}
 			saved = append(saved, r)
 			generations[r.trailID] = r.gen

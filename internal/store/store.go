@@ -207,6 +207,10 @@ type ComplianceSave struct {
 	Doc            json.RawMessage
 	At             float64
 	ArtifactStates map[string]string // artifact ID -> state
+	// ModifiedAt is the time of the latest evidence the evaluation saw: the trail's
+	// last_modified_at is raised to it, never lowered (0 leaves it as it is). On SQLite the
+	// applies of attestations leave last_modified_at to this save (evaluate's applier).
+	ModifiedAt float64
 }
 
 // TrailKey names a trail by its flow and its name.

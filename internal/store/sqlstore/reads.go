@@ -425,24 +425,6 @@ func (r reads) ListTrails(ctx context.Context, orgID string, f store.TrailFilter
 	return out, total, rows.Err()
 }
 
-func (r reads) TrailEvents(ctx context.Context, trailID string) ([]store.TrailEvent, error) {
-	rows, err := r.rows(ctx, `SELECT doc, created_at FROM trail_events WHERE trail_id = ? ORDER BY seq`, trailID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: trail events: %w", err)
-	}
-	defer rows.Close()
-	var out []store.TrailEvent
-	for rows.Next() {
-		var doc string
-		var at float64
-		if err := rows.Scan(&doc, &at); err != nil {
-			return nil, fmt.Errorf("sqlstore: trail events: %w", err)
-		}
-		out = append(out, store.TrailEvent{TrailID: trailID, Doc: json.RawMessage(doc), At: at})
-	}
-	return out, rows.Err()
-}
-
 // --- artifacts
 
 const artifactCols = `id, org_id, flow_id, trail_id, fingerprint, template_name, filename, git_commit, repo_name, report,

@@ -341,14 +341,16 @@ func (t *txn) ClearDirtyAll(ctx context.Context, generations map[string]int64) e
 }
 
 func (t *txn) SaveCompliances(ctx context.Context, saves []store.ComplianceSave) error {
-	err := preparedChunks(saves, 4, func(part []store.ComplianceSave) error {
-		args := make([]any, 0, 4*len(part))
+	err := preparedChunks(saves, 5, func(part []store.ComplianceSave) error {
+		args := make([]any, 0, 5*len(part))
 		for _, c := range part {
-			args = append(args, c.TrailID, c.State, string(c.Doc), c.At)
+			args = append(args, c.TrailID, c.State, string(c.Doc), c.At, c.ModifiedAt)
 		}
 		_, err := t.exec(ctx, "save compliance", oneOffIf(len(part) > preparedRows)+`UPDATE trails SET state = v.column2,
-			compliance = v.column3, evaluated_at = v.column4 FROM (VALUES `+
-			typedRows(len(part), "?", "?", "?", "CAST(? AS DOUBLE PRECISION)")+`) AS v WHERE trails.id = v.column1`, args...)
+			compliance = v.column3, evaluated_at = v.column4,
+			last_modified_at = CASE WHEN v.column5 > trails.last_modified_at THEN v.column5 ELSE trails.last_modified_at END
+			FROM (VALUES `+typedRows(len(part), "?", "?", "?", "CAST(? AS DOUBLE PRECISION)", "CAST(? AS DOUBLE PRECISION)")+
+			`) AS v WHERE trails.id = v.column1`, args...)
 		return err
 	})
 	if err != nil {

@@ -343,11 +343,11 @@ func testBulkEvidence(t *testing.T, e *env) {
 	checkDirty(t, e, "tr-1", "tr-3")
 	evs, err := e.s.TrailEvents(e.ctx, "tr-1")
 	must(t, "TrailEvents", err)
-	if len(evs) != 2 || !sameJSON(evs[0].Doc, events[0].Doc) || evs[0].At != t0+7 || evs[1].At != t0+9 {
-		t.Errorf("TrailEvents(tr-1) = %+v, want n 1 at t0+7, n 3 at t0+9", evs)
+	if evs = appended(evs); len(evs) != 2 || !sameJSON(evs[0].Doc, events[0].Doc) || evs[0].At != t0+7 || evs[1].At != t0+9 {
+		t.Errorf("TrailEvents(tr-1) without the attestations' = %d events, want n 1 at t0+7, n 3 at t0+9", len(evs))
 	}
-	if evs, err := e.s.TrailEvents(e.ctx, "tr-2"); err != nil || len(evs) != 1 || evs[0].At != t0+8 {
-		t.Errorf("TrailEvents(tr-2) = %+v, %v; want one at the time given (t0+8)", evs, err)
+	if evs, err := e.s.TrailEvents(e.ctx, "tr-2"); err != nil || len(appended(evs)) != 1 || appended(evs)[0].At != t0+8 {
+		t.Errorf("TrailEvents(tr-2) without the attestations' = %d events, %v; want one at the time given (t0+8)", len(appended(evs)), err)
 	}
 	// A batch marks a trail dirty again: its generation moves on, as MarkDirty's does.
 	g1, err := e.s.DirtyGeneration(e.ctx, "tr-1")
@@ -359,4 +359,19 @@ func testBulkEvidence(t *testing.T, e *env) {
 	if err := e.s.Update(e.ctx, func(tx store.Tx) error { return tx.InsertAttestations(e.ctx, atts[:1]) }); err == nil {
 		t.Error("InsertAttestations with a duplicate ID succeeded")
 	}
+}
+
+// appended are the events among evs that were appended (AppendTrailEvents), without those the
+// store builds from attestations.
+func appended(evs []store.TrailEvent) []store.TrailEvent {
+	var out []store.TrailEvent
+	for _, ev := range evs {
+		var head struct {
+			AttestationID *string `json:"attestation_id"`
+		}
+		if json.Unmarshal(ev.Doc, &head) == nil && head.AttestationID == nil {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -266,36 +267,64 @@ func testListTrails(t *testing.T, e *env) {
 func testTrailEvents(t *testing.T, e *env) {
 	e.org(t, "org-a", "acme")
 	f := e.flow(t, "org-a", "f-1", "web")
-	e.trail(t, f, "tr-1", "one", t0)
+	tr := e.trail(t, f, "tr-1", "one", t0)
 	e.trail(t, f, "tr-2", "two", t0)
 	docs := []json.RawMessage{
 		json.RawMessage(`{"type":"trail_reported","timestamp":1}`),
 		json.RawMessage(`{"type":"artifact_creation_reported","timestamp":2}`),
+		// An attestation event as builds before derived events stored it: skipped, since the
+		// attestation's row gives it (none here).
 		json.RawMessage(`{"type":"trail_attestation_reported","timestamp":2}`),
+		json.RawMessage(`{"type":"trail_updated","timestamp":3}`),
 	}
 	for i, d := range docs {
 		e.update(t, func(tx store.Tx) error {
 			must(t, "AppendTrailEvent", tx.AppendTrailEvent(e.ctx, store.TrailEvent{TrailID: "tr-1", Doc: d}, t0+float64(i)))
-			// Interleave another trail's events; the timestamp repeats to show order is by append.
+			// Interleave another trail's events; the timestamp repeats to show that events of one
+			// time stay in the order they were appended.
 			return tx.AppendTrailEvent(e.ctx, store.TrailEvent{TrailID: "tr-2", Doc: json.RawMessage(`{"other":true}`)}, t0)
 		})
 	}
+	// Attestations are events too, in time order among the stored ones: after a stored event
+	// of the same time, and in the order they were inserted among themselves.
+	first := e.attestation(t, tr, "att-1", "unit", t0+1)
+	second := newAttestation(tr, "att-2", "lint", t0+1)
+	second.ArtifactFingerprint, second.ReportedBy = "fp-1", "bot"
+	override := newAttestation(tr, "att-3", "unit", t0+2.5)
+	override.OverridesID, override.OverrideReason, override.IsCompliant = "att-1", "flaky", false
+	e.update(t, func(tx store.Tx) error { return tx.InsertAttestations(e.ctx, []store.Attestation{second, override}) })
+	want := []json.RawMessage{docs[0], docs[1],
+		eventOf(`"attestation_id":"att-1","attestation_name":"unit","attestation_type":"generic","is_compliant":true,
+			"timestamp":%v,"type":"trail_attestation_reported","user":"ci"`, first.CreatedAt),
+		eventOf(`"artifact_fingerprint":"fp-1","attestation_id":"att-2","attestation_name":"lint","attestation_type":"generic",
+			"is_compliant":true,"timestamp":%v,"type":"artifact_attestation_reported","user":"bot"`, second.CreatedAt),
+		eventOf(`"attestation_id":"att-3","attestation_name":"unit","attestation_type":"generic","is_compliant":false,
+			"overridden_attestation_id":"att-1","reason":"flaky","timestamp":%v,"type":"attestation_overridden","user":"ci"`,
+			override.CreatedAt),
+		docs[3],
+	}
 	evs, err := e.s.TrailEvents(e.ctx, "tr-1")
 	must(t, "TrailEvents", err)
-	if len(evs) != len(docs) {
-		t.Fatalf("TrailEvents = %d events, want %d", len(evs), len(docs))
+	if len(evs) != len(want) {
+		t.Fatalf("TrailEvents = %d events, want %d: %v", len(evs), len(want), evs)
 	}
+	ats := []float64{t0, t0 + 1, t0 + 1, t0 + 1, t0 + 2.5, t0 + 3}
 	for i, ev := range evs {
-		if ev.TrailID != "tr-1" || !sameJSON(ev.Doc, docs[i]) {
-			t.Errorf("event %d = %s %s, want tr-1 %s", i, ev.TrailID, ev.Doc, docs[i])
+		if ev.TrailID != "tr-1" || !sameJSON(ev.Doc, want[i]) || ev.At != ats[i] {
+			t.Errorf("event %d = %s %s at %v, want tr-1 %s at %v", i, ev.TrailID, ev.Doc, ev.At, want[i], ats[i])
 		}
 	}
-	if evs, err := e.s.TrailEvents(e.ctx, "tr-2"); err != nil || len(evs) != 3 {
-		t.Errorf("TrailEvents(tr-2) = %d, %v; want 3", len(evs), err)
+	if evs, err := e.s.TrailEvents(e.ctx, "tr-2"); err != nil || len(evs) != 4 {
+		t.Errorf("TrailEvents(tr-2) = %d, %v; want 4", len(evs), err)
 	}
 	if evs, err := e.s.TrailEvents(e.ctx, "nope"); err != nil || len(evs) != 0 {
 		t.Errorf("TrailEvents(unknown) = %v, %v; want none", evs, err)
 	}
+}
+
+// eventOf is the JSON object of the fields given (a format with one %v, the timestamp).
+func eventOf(fields string, at float64) json.RawMessage {
+	return json.RawMessage("{" + fmt.Sprintf(fields, at) + "}")
 }
 
 func testSaveCompliance(t *testing.T, e *env) {
@@ -392,22 +421,26 @@ func testBulkEvaluation(t *testing.T, e *env) {
 	doc1, doc2 := json.RawMessage(`{"status":"COMPLIANT"}`), json.RawMessage(`{"status":"NON-COMPLIANT"}`)
 	e.update(t, func(tx store.Tx) error {
 		must(t, "SaveCompliances", tx.SaveCompliances(e.ctx, []store.ComplianceSave{
-			{TrailID: "tr-1", State: "COMPLIANT", Doc: doc1, At: t0 + 10, ArtifactStates: map[string]string{"a1": "COMPLIANT", "a3": "COMPLIANT"}},
-			{TrailID: "tr-2", State: "NON-COMPLIANT", Doc: doc2, At: t0 + 11, ArtifactStates: map[string]string{"a2": "NON-COMPLIANT"}},
+			// ModifiedAt raises last_modified_at (tr-1) and never lowers it (tr-2).
+			{TrailID: "tr-1", State: "COMPLIANT", Doc: doc1, At: t0 + 10, ArtifactStates: map[string]string{"a1": "COMPLIANT", "a3": "COMPLIANT"},
+				ModifiedAt: t0 + 5},
+			{TrailID: "tr-2", State: "NON-COMPLIANT", Doc: doc2, At: t0 + 11, ArtifactStates: map[string]string{"a2": "NON-COMPLIANT"},
+				ModifiedAt: t0 - 5},
 		}))
 		// tr-2 was marked dirty again after the generation evaluated: only tr-1 comes clean.
 		return tx.ClearDirtyAll(e.ctx, map[string]int64{"tr-1": starts["tr-1"].Generation, "tr-2": starts["tr-2"].Generation - 1,
 			"tr-3": 0})
 	})
 	for id, want := range map[string]struct {
-		state string
-		doc   json.RawMessage
-		at    float64
-	}{"tr-1": {"COMPLIANT", doc1, t0 + 10}, "tr-2": {"NON-COMPLIANT", doc2, t0 + 11}, "tr-3": {"INCOMPLETE", nil, 0}} {
+		state    string
+		doc      json.RawMessage
+		at       float64
+		modified float64
+	}{"tr-1": {"COMPLIANT", doc1, t0 + 10, t0 + 5}, "tr-2": {"NON-COMPLIANT", doc2, t0 + 11, t0}, "tr-3": {"INCOMPLETE", nil, 0, t0}} {
 		got, err := e.s.TrailByID(e.ctx, id)
 		must(t, "TrailByID", err)
 		if got.State != want.state || got.EvaluatedAt != want.at || (want.doc != nil && !sameJSON(got.Compliance, want.doc)) ||
-			got.LastModifiedAt != t0 {
+			got.LastModifiedAt != want.modified {
 			t.Errorf("%s after SaveCompliances: state %q, evaluated %v, doc %s, modified %v", id, got.State, got.EvaluatedAt,
 				got.Compliance, got.LastModifiedAt)
 		}
