@@ -559,6 +559,17 @@ func (pj *policyJudge) redecide(ctx context.Context, tx store.Tx, orgID, envID s
 	if err := tx.LockEnvironment(ctx, envID); err != nil {
 		return err
 	}
+	if pj.rejudges != nil {
+		// Writers run beside each other (PostgreSQL), and running was read before the lock: a
+		// snapshot that held the environment may since have stopped or started some of these
+		// artifacts there. Judged from the rows read before, a stopped one counted again and
+		// turned the environment back to non-compliant after that snapshot (the lock makes this
+		// read see the snapshot's commit).
+		var err error
+		if running, err = runningNow(ctx, tx, orgID, envID, running); err != nil {
+			return err
+		}
+	}
 	env, err := tx.EnvironmentByID(ctx, orgID, envID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && env.Archived) {
 		return nil
@@ -567,6 +578,19 @@ func (pj *policyJudge) redecide(ctx context.Context, tx store.Tx, orgID, envID s
 		return err
 	}
 	return pj.decideSome(ctx, tx, env, running, at)
+}
+
+// runningNow reads again where the fingerprints of running (all in envID) run in envID.
+func runningNow(ctx context.Context, tx store.Tx, orgID, envID string, running []store.Running) ([]store.Running, error) {
+	fps := make([]string, 0, len(running))
+	for _, r := range running {
+		fps = append(fps, r.Fingerprint)
+	}
+	now, err := tx.RunningWithPolicies(ctx, orgID, slices.Compact(slices.Sorted(slices.Values(fps))))
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(now, func(r store.Running) bool { return r.EnvID != envID }), nil
 }
 
 // applyPolicyVersion records a policy's new version (none when the content equals the latest) and re-judges every

@@ -179,3 +179,64 @@ func (f *envFixture) saveBeside(t *testing.T, trailID string) (commit func() err
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
 	return commit
 }
+
+// TestPostgresJudgingAfterASnapshotReadsItsRunningSet: judging artifacts again (a trail's save,
+// the re-judging after a snapshot) reads where they run, then locks each environment. A snapshot
+// holding the lock may stop one of them meanwhile; judged from the rows read before the lock, the
+// stopped artifact counted again and turned the environment back to non-compliant after the
+// snapshot made it compliant (TestPolicyDecisionsFireComplianceTriggers saw the trigger).
+func TestPostgresJudgingAfterASnapshotReadsItsRunningSet(t *testing.T) {
+	st, admin, _ := openPostgres(t)
+	ctx := context.Background()
+	f := newEnvFixtureOn(t, st, 1) // fp(0) is reported; fp(5) is not, so it has no provenance
+	f.policy(t, "provenance", "_schema: https://kosli.com/schemas/policy/environment/v1\nartifacts:\n  provenance:\n    required: true\n")
+	f.attach(t, "env-1", false, "provenance")
+	f.handle(t, runningApps(0, 5))
+	if got := f.state(t, "env-1"); got != "false/false" {
+		t.Fatalf("env-1 running an artifact without provenance: %s, want false/false", got)
+	}
+
+	// A snapshot that stops app-5 holds the environment while a judging of fp(5) begins.
+	stop, err := contract.Unmarshal(f.message(t, runningApps(0)).Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked, release, snapped := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		snapped <- st.Update(ctx, func(tx store.Tx) error {
+			if err := tx.LockEnvironment(ctx, "env-1"); err != nil {
+				return err
+			}
+			close(locked)
+			<-release
+			_, err := f.ev.applier.apply(ctx, tx, stop)
+			return err
+		})
+	}()
+	<-locked
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	judged := make(chan error, 1)
+	go func() {
+		judged <- st.Update(ctx, func(tx store.Tx) error {
+			return f.ev.policies.afterTrails(ctx, tx, map[string][]string{"org-1": {fp(5)}}, 3000)
+		})
+	}()
+	// The judging has read where fp(5) runs and waits for the environment.
+	for waiting := 0; waiting == 0; time.Sleep(5 * time.Millisecond) {
+		if err := admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+			AND query LIKE 'SELECT id FROM environments WHERE id = $1 FOR UPDATE%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	once.Do(func() { close(release) })
+	if err := <-snapped; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-judged; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state(t, "env-1"); got != "true/true" {
+		t.Errorf("env-1 once app-5 stopped and fp(5) was judged again: %s, want true/true", got)
+	}
+}
