@@ -23,6 +23,7 @@ import (
 	"github.com/veritrail/veritrail/cmd/veritrail-bench/procmem"
 	"github.com/veritrail/veritrail/cmd/veritrail/app"
 	"github.com/veritrail/veritrail/internal/bus/kafkabus"
+	"github.com/veritrail/veritrail/internal/gctune"
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
 
@@ -83,7 +84,9 @@ type Size struct {
 
 // Result is one scale run.
 type Result struct {
-	Mode  string `json:"mode"`
+	Mode string `json:"mode"`
+	// GC is how the garbage collector ran: as the veritrail command sets it (package gctune).
+	GC    string `json:"gc"`
 	Sizes []Size `json:"sizes"`
 }
 
@@ -133,6 +136,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var d deployment
 	var err error
 	res := &Result{Mode: "embedded (SQLite)"}
+	// The product in this process runs as the veritrail command runs it, which the resident set
+	// at each size depends on.
+	gc, restoreGC := gctune.Apply(gctune.OS())
+	defer restoreGC()
+	res.GC = fmt.Sprintf("GOGC=%d", gc.Percent)
+	if gc.Percent == 0 {
+		res.GC = "GOGC from the environment"
+	}
 	if cfg.Postgres != "" {
 		res.Mode = "distributed (PostgreSQL, kfake)"
 		var dd *distributed
@@ -444,6 +455,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(w, "mode: %s\n", r.Mode)
+	fmt.Fprintf(w, "gc: %s\n", r.GC)
 	for _, s := range r.Sizes {
 		fmt.Fprintf(w, "%d attestations over %d trails: filled in %.0f s; resident %.0f MB, peak %.0f MB; store %.0f MB\n",
 			s.Attestations, s.Trails, s.FillSeconds, s.RSSMB, s.HWMMB, s.StoreMB)
