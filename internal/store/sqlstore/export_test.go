@@ -21,3 +21,13 @@ func PageAnchored(t testing.TB, s *Store, org, flow string, offset int) bool {
 	}
 	return ok
 }
+
+// Setting is a PostgreSQL setting as the store's connections have it (SHOW name).
+func Setting(t testing.TB, s *Store, name string) string {
+	t.Helper()
+	var v string
+	if err := s.r.QueryRowContext(context.Background(), "SHOW "+name).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

@@ -8,8 +8,9 @@ import (
 
 	"github.com/veritrail/veritrail/internal/walcheckpoint"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" driver
+	_ "modernc.org/sqlite"           // registers the "sqlite" driver
 )
 
 // OpenSQLite opens (creating if needed) the embedded store at path. Writes go through one
@@ -60,10 +61,20 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 
 // OpenPostgres opens the store at a PostgreSQL DSN (URL or key=value form accepted by pgx).
 func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
-	db, err := sql.Open("pgx", dsn)
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open postgres: %w", err)
 	}
+	// No JIT compilation, unless the DSN asks for it: the store's statements are short, and
+	// PostgreSQL compiles a statement whose estimated cost passes jit_above_cost, which a
+	// statement planned over a large guess does at every run. Expanding change notices, whose
+	// CTE the planner guesses at tens of thousands of rows, spent 0.6 s compiling for a run of
+	// under a millisecond, on every save, once the store held a few hundred thousand
+	// attestations (docs/PERFORMANCE.md).
+	if _, set := cfg.RuntimeParams["jit"]; !set {
+		cfg.RuntimeParams["jit"] = "off"
+	}
+	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
 	if err := db.PingContext(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/veritrail/veritrail/internal/migrate"
@@ -46,6 +47,9 @@ func (d dialect) runningChanges() func(context.Context, migrate.Execer) error {
 // SQLite has one writer: no snapshot runs beside the change, which marks directly.
 const changeNoticesTable = `CREATE TABLE IF NOT EXISTS change_notices (
 	id {{serial}}, org_id TEXT NOT NULL, fingerprint TEXT NOT NULL, flow_id TEXT NOT NULL DEFAULT '')`
+
+// expandChunk is the most notices one expansion takes (expandNotices).
+const expandChunk = 1000
 
 // noticedRunning selects, from notices n, the environments and fingerprints they name that run
 // there (env_running r, with r's conditions after its WHERE): a flow's artifacts are found
@@ -154,13 +158,27 @@ func (t *txn) CompactRunningChanges(ctx context.Context, envID string) error {
 // notices committed so far, and deletes those notices, in one statement of its own: it must
 // read the running index after the transactions that wrote the notices committed
 // (changeNoticesTable). Notices another process is expanding meanwhile are left to it.
+//
+// It looks up each notice's environments by index, driven by the notices (each subquery behind
+// OFFSET 0, which keeps PostgreSQL from flattening it into a join). Written as a join, the
+// planner guessed the notices from the table's size, dead rows included, at tens of thousands,
+// merged them with the whole running index, and at 1M attestations took 57 ms a save to mark
+// nothing (and 0.6 s more compiling that plan, before JIT was turned off). At most
+// expandChunk notices go at once; the rest are the next expansion's, and read as marks until
+// then.
 func (s *Store) expandNotices(ctx context.Context) error {
 	s.sent.Add(1)
 	_, err := s.w.ExecContext(ctx, `WITH taken AS (
-		DELETE FROM change_notices WHERE id IN (SELECT id FROM change_notices ORDER BY id FOR UPDATE SKIP LOCKED)
+		DELETE FROM change_notices WHERE id IN (SELECT id FROM change_notices ORDER BY id LIMIT `+strconv.Itoa(expandChunk)+`
+			FOR UPDATE SKIP LOCKED)
 		RETURNING org_id, fingerprint, flow_id)
-		INSERT INTO running_changes (env_id, fingerprint) `+
-		strings.NewReplacer("{{n}}", "taken", "{{where}}", "TRUE").Replace(noticedRunning))
+		INSERT INTO running_changes (env_id, fingerprint)
+		SELECT r.env_id, r.fingerprint FROM taken n CROSS JOIN LATERAL (SELECT env_id, fingerprint FROM env_running r
+			WHERE r.org_id = n.org_id AND r.fingerprint = n.fingerprint OFFSET 0) r WHERE n.fingerprint <> ''
+		UNION SELECT r.env_id, r.fingerprint FROM taken n CROSS JOIN LATERAL (SELECT env_id, fingerprint FROM env_running r
+			WHERE r.org_id = n.org_id AND EXISTS (SELECT 1 FROM artifacts a
+				WHERE a.org_id = r.org_id AND a.fingerprint = r.fingerprint AND a.flow_id = n.flow_id) OFFSET 0) r
+			WHERE n.flow_id <> ''`)
 	if err != nil {
 		return fmt.Errorf("sqlstore: mark noticed changes: %w", err)
 	}

@@ -256,3 +256,27 @@ func TestPostgresOpenBesideWriters(t *testing.T) {
 		t.Fatalf("open beside a writer: %v", err)
 	}
 }
+
+// TestPostgresWithoutJIT: the store's connections run without JIT compilation unless the DSN
+// asks for it. Expanding change notices, planned over a large guess of rows, compiled for 0.6 s
+// at every save once the store was large.
+func TestPostgresWithoutJIT(t *testing.T) {
+	dsn := os.Getenv("VERITRAIL_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = defaultPostgres
+	}
+	schema := createSchema(t, connectPostgres(t, dsn))
+	for _, c := range []struct{ dsn, want string }{
+		{withSearchPath(dsn, schema), "off"},
+		{withParam(withSearchPath(dsn, schema), "jit", "on"), "on"},
+	} {
+		s, err := sqlstore.OpenPostgres(context.Background(), c.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sqlstore.Setting(t, s, "jit"); got != c.want {
+			t.Errorf("jit = %s with DSN %q, want %s", got, c.dsn, c.want)
+		}
+		s.Close()
+	}
+}
