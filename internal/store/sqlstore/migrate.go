@@ -67,6 +67,8 @@ func (d dialect) migrations() migrate.Plan {
 			{Version: 14, Name: "compressed snapshot documents", Up: d.snapshotDocs()},
 			// Changes of evidence not yet marked where their artifacts run (PostgreSQL writes them).
 			{Version: 15, Name: "change notices", Up: d.changeNotices()},
+			// The change notices of flows, read apart from the many of fingerprints.
+			{Version: 16, Name: "flow change notices", Up: migrate.Statements(flowNotices)},
 		},
 	}
 }

@@ -51,14 +51,9 @@ const changeNoticesTable = `CREATE TABLE IF NOT EXISTS change_notices (
 // expandChunk is the most notices one expansion takes (expandNotices).
 const expandChunk = 1000
 
-// noticedRunning selects, from notices n, the environments and fingerprints they name that run
-// there (env_running r, with r's conditions after its WHERE): a flow's artifacts are found
-// from the running ones, through the artifacts index by fingerprint.
-const noticedRunning = `SELECT r.env_id, r.fingerprint FROM env_running r JOIN {{n}} n
-		ON n.org_id = r.org_id AND n.fingerprint = r.fingerprint WHERE {{where}}
-	UNION SELECT r.env_id, r.fingerprint FROM env_running r JOIN {{n}} n ON n.org_id = r.org_id AND n.flow_id <> ''
-		WHERE {{where}} AND EXISTS (SELECT 1 FROM artifacts a
-			WHERE a.org_id = r.org_id AND a.fingerprint = r.fingerprint AND a.flow_id = n.flow_id)`
+// flowNotices is migration 16: the notices of flows, few among many of fingerprints, found
+// without reading the others (RunningChanges).
+const flowNotices = `CREATE INDEX IF NOT EXISTS change_notices_flow ON change_notices (id) WHERE flow_id <> ''`
 
 // changeNotices is migration 15.
 func (d dialect) changeNotices() func(context.Context, migrate.Execer) error {
@@ -117,8 +112,16 @@ func (t *txn) MarkFlowRunningChanged(ctx context.Context, orgID, flowID string) 
 func (t *txn) RunningChanges(ctx context.Context, envID string) ([]store.RunningChange, error) {
 	q, args := `SELECT id, fingerprint FROM running_changes WHERE env_id = ?`, []any{envID}
 	if t.d.name == postgresDialect.name { // and the notices not expanded yet, as marks with no ID
-		q += ` UNION ALL SELECT 0, x.fingerprint FROM (` +
-			strings.NewReplacer("{{n}}", "change_notices", "{{where}}", "r.env_id = ?").Replace(noticedRunning) + `) x`
+		// A flow's notices drive their lookups, through the index of flow notices (migration 16),
+		// each behind OFFSET 0 so that it is not flattened into a join: planned as one, the
+		// EXISTS below hashed every artifact of the store at every snapshot.
+		q += ` UNION ALL SELECT 0, x.fingerprint FROM (
+			SELECT r.fingerprint FROM env_running r JOIN change_notices n ON n.org_id = r.org_id AND n.fingerprint = r.fingerprint
+			WHERE r.env_id = ?
+			UNION SELECT r.fingerprint FROM change_notices n CROSS JOIN LATERAL (SELECT r.fingerprint FROM env_running r
+				WHERE r.env_id = ? AND r.org_id = n.org_id AND EXISTS (SELECT 1 FROM artifacts a
+					WHERE a.org_id = r.org_id AND a.fingerprint = r.fingerprint AND a.flow_id = n.flow_id) OFFSET 0) r
+			WHERE n.flow_id <> '') x`
 		args = append(args, envID, envID)
 	}
 	rows, err := t.rows(ctx, q, args...)
