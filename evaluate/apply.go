@@ -324,7 +324,10 @@ func (ap applier) applyAttestations(ctx context.Context, tx store.Tx, run []*con
 	}
 	trails := make([]string, len(run))
 	recs := make([]store.Attestation, len(run))
-	touched := make(map[string]float64, len(run))
+	var touched map[string]float64 // by trail, the time to touch it with (lockTrails)
+	if ap.lockTrails {
+		touched = make(map[string]float64, len(run))
+	}
 	for i, e := range run {
 		id, ok := ids[keys[i]]
 		if !ok {
@@ -334,13 +337,16 @@ func (ap applier) applyAttestations(ctx context.Context, tx store.Tx, run []*con
 		if err := ensureRepo(ctx, tx, e.OrgID, repoInfoOf(e.Attestation.Data), e.At); err != nil {
 			return nil, err
 		}
-		trails[i], touched[id] = id, e.At // the last message's time, as TouchTrail one by one leaves it
+		trails[i] = id
+		if touched != nil {
+			touched[id] = e.At // the last message's time, as TouchTrail one by one leaves it
+		}
 	}
 	// The trails are touched first: on PostgreSQL that locks their rows until commit, so two
 	// transactions adding to one trail (two evaluators during a partition handover) take turns, and
 	// a trail's attestations are numbered in the order they commit, which the evaluator's fact
 	// cache relies on (store.PolicyReader.TrailAttestationFactsAfter).
-	if ap.lockTrails {
+	if touched != nil {
 		if err := tx.TouchTrails(ctx, touched); err != nil {
 			return nil, err
 		}

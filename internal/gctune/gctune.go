@@ -44,6 +44,19 @@ type Applied struct {
 	Limit   int64
 }
 
+// String says how the process's collector runs, for reports: what Apply set, or that the
+// environment chose.
+func (a Applied) String() string {
+	s := "GOGC from the environment"
+	if a.Percent != 0 {
+		s = "GOGC=" + strconv.Itoa(a.Percent)
+	}
+	if a.Limit > 0 {
+		s += ", memory limit " + strconv.FormatInt(a.Limit>>20, 10) + " MiB from the container"
+	}
+	return s
+}
+
 // Apply sets the GC percent and the memory limit as the package describes and returns what it
 // set and a function that puts back what was there before (the bench runs the product and its
 // baselines in one process, and the baselines run with Go's defaults).

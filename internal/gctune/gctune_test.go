@@ -82,3 +82,19 @@ func TestOSReadsTheProcess(t *testing.T) {
 }
 
 func share(limit int64) int64 { return int64(float64(limit) * LimitShare) }
+
+func TestAppliedString(t *testing.T) {
+	for _, c := range []struct {
+		a    Applied
+		want string
+	}{
+		{Applied{}, "GOGC from the environment"},
+		{Applied{Percent: 300}, "GOGC=300"},
+		{Applied{Percent: 300, Limit: 512 << 20}, "GOGC=300, memory limit 512 MiB from the container"},
+		{Applied{Limit: 256 << 20}, "GOGC from the environment, memory limit 256 MiB from the container"},
+	} {
+		if got := c.a.String(); got != c.want {
+			t.Errorf("%+v.String() = %q, want %q", c.a, got, c.want)
+		}
+	}
+}

@@ -140,10 +140,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// at each size depends on.
 	gc, restoreGC := gctune.Apply(gctune.OS())
 	defer restoreGC()
-	res.GC = fmt.Sprintf("GOGC=%d", gc.Percent)
-	if gc.Percent == 0 {
-		res.GC = "GOGC from the environment"
-	}
+	res.GC = gc.String()
 	if cfg.Postgres != "" {
 		res.Mode = "distributed (PostgreSQL, kfake)"
 		var dd *distributed
