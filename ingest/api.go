@@ -100,10 +100,11 @@ func (c *Config) Defaults() {
 }
 
 // DefaultConsistencyWait bounds a read's wait for the organization's writes in flight. It is
-// longer than a Kafka consumer group's session timeout (10 s by default): the partitions of an
-// evaluator that died are handed to the others only once its session expires, and a shorter
-// bound would serve every read behind them stale while that lasts (the fault harness saw it
-// after each kill -9 of an evaluator). While evaluators keep up, reads wait milliseconds.
+// well over the evaluators' Kafka session timeout (6 s by default) and a heartbeat: the
+// partitions of an evaluator that died are handed to the others only once its session expires,
+// and a shorter bound would serve every read behind them stale while that lasts (the fault
+// harness saw it after each kill -9 of an evaluator). While evaluators keep up, reads wait
+// milliseconds.
 const DefaultConsistencyWait = 15 * time.Second
 
 // Deps are the ingest tier's collaborators.

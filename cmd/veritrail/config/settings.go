@@ -38,12 +38,13 @@ type Settings struct {
 	DataDir  string `koanf:"data-dir" for:"serve admin" help:"directory of the embedded mode's state, bus and attachments"`
 	Postgres string `koanf:"postgres" for:"ingest evaluate notify admin" help:"PostgreSQL DSN of the distributed mode, e.g. postgres://user@host:5432/veritrail (admin: the store to manage instead of --data-dir's)"`
 
-	KafkaBrokers           []string `koanf:"kafka-brokers" for:"ingest evaluate notify" help:"comma-separated Kafka bootstrap brokers, as host:port"`
-	KafkaConsumerGroup     string   `koanf:"kafka-consumer-group" for:"ingest evaluate notify" help:"Kafka consumer group shared by the subscribers (empty: veritrail-evaluate, veritrail-notify)"`
-	KafkaClientID          string   `koanf:"kafka-client-id" for:"ingest evaluate notify" help:"Kafka client ID"`
-	KafkaInstanceID        string   `koanf:"kafka-instance-id" for:"evaluate notify" help:"this process's static member ID in its Kafka consumer groups, kept across its restarts (the pod's name), so that a restarted process takes its partitions back at once (empty: dynamic membership)"`
-	KafkaPartitions        int32    `koanf:"kafka-partitions" for:"ingest evaluate notify" min:"1" help:"partitions of the Kafka topics created on first use"`
-	KafkaReplicationFactor int16    `koanf:"kafka-replication-factor" for:"ingest evaluate notify" min:"1" help:"replication factor of the Kafka topics created on first use"`
+	KafkaBrokers           []string      `koanf:"kafka-brokers" for:"ingest evaluate notify" help:"comma-separated Kafka bootstrap brokers, as host:port"`
+	KafkaConsumerGroup     string        `koanf:"kafka-consumer-group" for:"ingest evaluate notify" help:"Kafka consumer group shared by the subscribers (empty: veritrail-evaluate, veritrail-notify)"`
+	KafkaClientID          string        `koanf:"kafka-client-id" for:"ingest evaluate notify" help:"Kafka client ID"`
+	KafkaInstanceID        string        `koanf:"kafka-instance-id" for:"evaluate notify" help:"this process's static member ID in its Kafka consumer groups, kept across its restarts (the pod's name), so that a restarted process takes its partitions back at once (empty: dynamic membership)"`
+	KafkaSessionTimeout    time.Duration `koanf:"kafka-session-timeout" for:"evaluate notify" min:"1" help:"how long the Kafka consumer group waits for a silent process before it hands its partitions to the others; reads behind a killed evaluator wait this long, so keep it well under --consistency-wait"`
+	KafkaPartitions        int32         `koanf:"kafka-partitions" for:"ingest evaluate notify" min:"1" help:"partitions of the Kafka topics created on first use"`
+	KafkaReplicationFactor int16         `koanf:"kafka-replication-factor" for:"ingest evaluate notify" min:"1" help:"replication factor of the Kafka topics created on first use"`
 
 	RateLimitKey         float64       `koanf:"rate-limit-key" for:"serve ingest evaluate notify" min:"0" help:"requests per second one API key may make; 0 = unlimited"`
 	RateLimitKeyBurst    int           `koanf:"rate-limit-key-burst" for:"serve ingest evaluate notify" min:"0" help:"requests one API key may make at once"`
@@ -78,7 +79,7 @@ func Defaults() Settings {
 	return Settings{
 		Addr: "127.0.0.1:8080", ConsistencyWait: ingest.DefaultConsistencyWait, LogLevel: slog.LevelInfo, LogFormat: "text",
 		DataDir:       "./veritrail-data",
-		KafkaClientID: kafkabus.DefaultClientID, KafkaPartitions: kafkabus.DefaultPartitions,
+		KafkaClientID: kafkabus.DefaultClientID, KafkaPartitions: kafkabus.DefaultPartitions, KafkaSessionTimeout: kafkabus.DefaultSessionTimeout,
 		KafkaReplicationFactor: kafkabus.DefaultReplicationFactor,
 		RateLimitKey:           l.KeyRate, RateLimitKeyBurst: l.KeyBurst, RateLimitOrg: l.OrgRate, RateLimitOrgBurst: l.OrgBurst,
 		MaxInFlightWrites: l.MaxInFlightWrites, MaxInFlightWritesKey: l.KeyInFlightWrites, MaxInFlightWritesOrg: l.OrgInFlightWrites,
@@ -117,7 +118,8 @@ func (s Settings) App(log *slog.Logger) app.Config {
 	return app.Config{
 		Addr: s.Addr, AdminAddr: s.AdminAddr, DataDir: s.DataDir, Postgres: s.Postgres,
 		Kafka: kafkabus.Config{Brokers: s.KafkaBrokers, ConsumerGroup: s.KafkaConsumerGroup, ClientID: s.KafkaClientID,
-			InstanceID: s.KafkaInstanceID, Partitions: s.KafkaPartitions, ReplicationFactor: s.KafkaReplicationFactor},
+			InstanceID: s.KafkaInstanceID, SessionTimeout: s.KafkaSessionTimeout, Partitions: s.KafkaPartitions,
+			ReplicationFactor: s.KafkaReplicationFactor},
 		Ingest: ingest.Config{BaseURL: baseURL, ConsistencyWait: s.ConsistencyWait, Limits: s.Limits()},
 		Notify: app.NotifyConfig{
 			Notifiers: tier.NotifiersConfig{CatalogFile: s.NotifyCatalog, PluginDir: s.NotifyPluginDir, AllowPrivate: s.NotifyAllowPrivate},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -13,11 +14,17 @@ const (
 	DefaultClientID          = "veritrail"
 	DefaultPartitions        = 12
 	DefaultReplicationFactor = 1
+	// DefaultSessionTimeout is Kafka brokers' default lowest (group.min.session.timeout.ms):
+	// a killed evaluator's partitions move within about 7 s (the session and one heartbeat),
+	// well inside the 15 s a read waits for them. Sarama's own 10 s, plus up to 3 s until the
+	// others hear of the rebalance, left a busy machine too little of those 15 s.
+	DefaultSessionTimeout = 6 * time.Second
+	minSessionTimeout     = time.Second
 )
 
 // Config holds the Kafka settings shared by publishers, subscribers and
-// EnsureTopics. Zero ClientID, Partitions and ReplicationFactor mean the
-// package defaults.
+// EnsureTopics. Zero ClientID, Partitions, ReplicationFactor and SessionTimeout
+// mean the package defaults.
 type Config struct {
 	// Brokers are the bootstrap brokers, as host:port.
 	Brokers []string
@@ -35,6 +42,12 @@ type Config struct {
 	// first. A static member does not leave the group when it stops, so a process stopped for
 	// good frees its partitions only after the session timeout. Empty: dynamic membership.
 	InstanceID string
+	// SessionTimeout is how long the group waits for a silent member before it hands that
+	// member's partitions to the others (DefaultSessionTimeout when 0). Reads that wait for
+	// an evaluator killed with -9 wait this long, and a static member stopped for good frees its
+	// partitions only after it: keep it well under the consistency wait. Members heartbeat six
+	// times within it.
+	SessionTimeout time.Duration
 	// Partitions is the partition count of the topics EnsureTopics creates. It
 	// bounds how many consumers of a group can work in parallel.
 	Partitions int32
@@ -62,6 +75,9 @@ func (c Config) withDefaults() Config {
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = DefaultReplicationFactor
 	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
 	return c
 }
 
@@ -85,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReplicationFactor < 0 {
 		errs = append(errs, fmt.Errorf("kafkabus: replication factor must not be negative (0 means %d), got %d", DefaultReplicationFactor, c.ReplicationFactor))
+	}
+	if c.SessionTimeout != 0 && c.SessionTimeout < minSessionTimeout {
+		errs = append(errs, fmt.Errorf("kafkabus: session timeout must be at least %v (0 means %v), got %v", minSessionTimeout, DefaultSessionTimeout, c.SessionTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -8,3 +8,8 @@ func WithSaramaTuning(cfg Config, tune func(*sarama.Config)) Config {
 	cfg.tuneSarama = tune
 	return cfg
 }
+
+// SubscriberSaramaConfig is the Sarama config a subscriber of cfg (defaults applied) runs with.
+func SubscriberSaramaConfig(cfg Config) *sarama.Config {
+	return subscriberSaramaConfig(cfg.withDefaults())
+}

@@ -152,6 +152,8 @@ func subscriberSaramaConfig(cfg Config) *sarama.Config {
 	sc.Consumer.Offsets.AutoCommit.Enable = true
 	sc.Consumer.Offsets.AutoCommit.Interval = time.Second
 	sc.Consumer.Group.InstanceId = cfg.InstanceID
+	sc.Consumer.Group.Session.Timeout = cfg.SessionTimeout
+	sc.Consumer.Group.Heartbeat.Interval = cfg.SessionTimeout / 6
 	return tuned(cfg, sc)
 }
 

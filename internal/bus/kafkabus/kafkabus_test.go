@@ -331,3 +331,37 @@ func TestStaticMemberTakesBackItsPartitions(t *testing.T) {
 	publishAll(2)
 	drain(2, again, msgs2)
 }
+
+// TestStoppedStaticMemberPartitionsMove: a static member that stops for good (killed, its pod
+// gone) keeps its partitions only for its session; then the group hands them to the member
+// left, which consumes every message, those of the stopped member's partitions included.
+func TestStoppedStaticMemberPartitionsMove(t *testing.T) {
+	t.Parallel()
+	base := kafkabus.Config{Brokers: kafkatest.NewCluster(t, 1), ConsumerGroup: "evaluate", Partitions: 4}
+	member := func(id string) kafkabus.Config { c := base; c.InstanceID = id; return c }
+	const topic = "evidence"
+	pub := mustPublisher(t, base)
+	first, _ := mustSubscribe(t, member("evaluate-1"), topic)
+	_, msgs2 := mustSubscribe(t, member("evaluate-2"), topic)
+	if err := first.Close(); err != nil { // a static member does not leave: as if killed
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for k := range 16 {
+		p := fmt.Sprint("m", k)
+		want[p] = true
+		if err := pub.Publish(topic, keyed(fmt.Sprint("trail-", k), p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.After(kafkabus.DefaultSessionTimeout + receiveTimeout)
+	for len(want) > 0 {
+		select {
+		case msg := <-msgs2:
+			msg.Ack()
+			delete(want, string(msg.Payload))
+		case <-deadline:
+			t.Fatalf("%d of 16 messages were not consumed by the member left: %v", len(want), want)
+		}
+	}
+}

@@ -121,8 +121,22 @@ type windowHandler struct {
 	fields watermill.LogFields
 }
 
-func (h *windowHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
-func (h *windowHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+// Setup and Cleanup log each group session's partitions: after a rebalance they say which
+// process took which partitions and when, which is what an operator asks once reads wait.
+func (h *windowHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	h.s.log.Info("kafkabus: partitions assigned", h.sessionFields(sess))
+	return nil
+}
+
+func (h *windowHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
+	h.s.log.Info("kafkabus: partitions released", h.sessionFields(sess))
+	return nil
+}
+
+func (h *windowHandler) sessionFields(sess sarama.ConsumerGroupSession) watermill.LogFields {
+	return h.fields.Add(watermill.LogFields{"generation": sess.GenerationID(), "member": sess.MemberID(),
+		"partitions": fmt.Sprint(sess.Claims())})
+}
 
 // ConsumeClaim hands out one partition's messages in windows of up to MaxInFlight: what the
 // claim has ready, without waiting for more. Each message of the acked prefix is marked as it is

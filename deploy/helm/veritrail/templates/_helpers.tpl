@@ -50,10 +50,13 @@ app.kubernetes.io/component: {{ .tier }}
   value: {{ required "baseURL: this region's public URL" .Values.baseURL | quote }}
 {{- end -}}
 
-{{/* A consumer's static member ID in its Kafka group: its pod's name, which a container
-restarted in its pod keeps, so that it takes its partitions back at once. */}}
-{{- define "veritrail.kafkaInstance" -}}
-{{- if .Values.kafka.staticMembership -}}
+{{/* A consumer's place in its Kafka group: its session timeout and its static member ID, its
+pod's name, which a container restarted in its pod keeps, so that it takes its partitions back
+at once. */}}
+{{- define "veritrail.kafkaConsumer" -}}
+- name: VERITRAIL_KAFKA_SESSION_TIMEOUT
+  value: {{ .Values.kafka.sessionTimeout | quote }}
+{{- if .Values.kafka.staticMembership }}
 - name: VERITRAIL_KAFKA_INSTANCE_ID
   valueFrom:
     fieldRef:
