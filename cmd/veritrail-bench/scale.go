@@ -14,17 +14,17 @@ import (
 	"github.com/veritrail/veritrail/internal/store/sqlstore"
 )
 
-// runScale fills a store size by size and times the reads that must not slow down as it grows.
+// runScale fills a store of each size and times the reads that must not slow down as it grows.
 func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg scale.Config
-	sizes := fs.String("sizes", "10000,1000000", "store sizes measured, in attestations, ascending (each grows the one before)")
+	sizes := fs.String("sizes", "10000,1000000", "store sizes measured, in attestations, ascending (a store each, read alternating)")
 	fs.IntVar(&cfg.Environments, "environments", 1000, "environments in the store")
 	fs.IntVar(&cfg.Requests, "requests", 300, "timed requests of each read at each size, one at a time")
 	fs.StringVar(&cfg.Postgres, "postgres", "", "measure the distributed mode on a fresh schema of this PostgreSQL URL instead of the embedded one")
 	fs.BoolVar(&cfg.KeepSchema, "keep-schema", false, "with --postgres: leave the filled schema in place (its name is printed), to look at query plans")
-	fs.StringVar(&cfg.Dir, "dir", "", "the embedded mode's data directory, kept (default: a temporary one, removed)")
+	fs.StringVar(&cfg.Dir, "dir", "", "where the embedded mode's stores go, a data directory per size, kept (default: a temporary one, removed)")
 	fs.StringVar(&cfg.URL, "url", "", "measure the Veritrail running there once instead of filling and starting one (with --token, --trails)")
 	fs.StringVar(&cfg.Token, "token", "", "with --url: an API key of the organization "+scale.Org)
 	fs.IntVar(&cfg.Trails, "trails", 100_000, "with --url: the trails its store holds (fill: attestations / 10)")

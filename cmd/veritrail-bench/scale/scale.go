@@ -35,8 +35,10 @@ const Target = 1.5
 
 // Config is what one scale run does.
 type Config struct {
-	// Sizes are the store sizes measured, in attestations, ascending (default 10k and 1M); each
-	// grows the store of the one before.
+	// Sizes are the store sizes measured, in attestations, ascending (default 10k and 1M). Each
+	// size is a store of its own, filled from empty, so that all of them can serve at once: the
+	// reads are timed alternating between the sizes, request by request, and a machine that
+	// slows down for a minute slows every size alike.
 	Sizes []int
 	// Environments is how many environments the store holds (default 1,000).
 	Environments int
@@ -48,7 +50,8 @@ type Config struct {
 	// KeepSchema leaves the PostgreSQL schema in place after the run (its name is printed), to
 	// look at the filled store's query plans.
 	KeepSchema bool
-	// Dir is the embedded mode's data directory (default a new temporary one, removed after).
+	// Dir is where the embedded mode's stores go, one data directory per size named by it
+	// (default a new temporary one, removed after).
 	Dir string
 	// URL and Token, when set, make Run measure a running Veritrail (filled before, e.g. by
 	// `veritrail-bench fill`) once, with this API key of the organization Org, instead of
@@ -73,9 +76,14 @@ type Size struct {
 	Attestations int     `json:"attestations"`
 	Trails       int     `json:"trails"`
 	FillSeconds  float64 `json:"fill_seconds"`
-	Probes       []Probe `json:"probes"`
-	// RSS and HWM are the process's resident set after the reads and its peak since the
-	// product started (the fill's peak is cleared first), in MB; the load generator is in it.
+	// Probes are the reads timed alternating with the other sizes' (with one size, alone): the
+	// ratios between sizes are taken from these.
+	Probes []Probe `json:"probes"`
+	// Alone are the same reads timed with only this size's product running, first, which also
+	// warms its caches; the resident set below is read after them.
+	Alone []Probe `json:"alone,omitempty"`
+	// RSS and HWM are the process's resident set after the reads alone and its peak since the
+	// product started (the fills' peak is cleared first), in MB; the load generator is in it.
 	RSSMB float64 `json:"rss_mb"`
 	HWMMB float64 `json:"hwm_mb"`
 	// StoreMB is the SQLite files' size (embedded mode).
@@ -119,66 +127,75 @@ type deployment interface {
 	close() error
 }
 
-// Run fills the store size by size and measures the reads at each.
+// Run fills a store of each size, times the reads at each size alone (and reads the resident
+// set), then times them at all sizes at once, alternating.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
 	if cfg.URL != "" {
 		sz := Size{Trails: cfg.Trails, Attestations: cfg.Trails * AttestationsPerTrail}
-		var err error
-		if sz.Probes, err = measure(ctx, cfg, strings.TrimSuffix(cfg.URL, "/"), cfg.Token, cfg.Trails); err != nil {
+		got, err := measure(ctx, cfg, []string{strings.TrimSuffix(cfg.URL, "/")}, cfg.Token, []int{cfg.Trails})
+		if err != nil {
 			return nil, err
 		}
+		sz.Probes = got[0]
 		return &Result{Mode: "a running Veritrail at " + cfg.URL, Sizes: []Size{sz}}, nil
 	}
 	secret := app.NewSecret()
-	var d deployment
-	var err error
 	res := &Result{Mode: "embedded (SQLite)"}
+	if cfg.Postgres != "" {
+		res.Mode = "distributed (PostgreSQL, kfake)"
+	}
 	// The product in this process runs as the veritrail command runs it, which the resident set
 	// at each size depends on.
 	gc, restoreGC := gctune.Apply(gctune.OS())
 	defer restoreGC()
 	res.GC = gc.String()
-	if cfg.Postgres != "" {
-		res.Mode = "distributed (PostgreSQL, kfake)"
-		var dd *distributed
-		if dd, err = newDistributed(ctx, cfg.Postgres, secret); err == nil {
-			dd.keep = cfg.KeepSchema
-			if cfg.KeepSchema {
-				fmt.Fprintf(cfg.Progress, "scale: the store is schema %s, kept after the run\n", dd.schema)
-			}
-			d = dd
+	root := cfg.Dir
+	if cfg.Postgres == "" && root == "" {
+		d, err := os.MkdirTemp("", "veritrail-scale-")
+		if err != nil {
+			return nil, fmt.Errorf("scale: data dir: %w", err)
 		}
-	} else {
-		d, err = newEmbedded(cfg.Dir, secret)
+		root = d
+		defer os.RemoveAll(d)
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer d.close()
-	// Bootstrap the organization and its key as the product does.
-	_, stop, err := d.start(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := stop(); err != nil {
-		return nil, fmt.Errorf("scale: stop after bootstrap: %w", err)
-	}
-	trails := 0
+	deps := make([]deployment, 0, len(cfg.Sizes))
+	defer func() {
+		for _, d := range deps {
+			_ = d.close()
+		}
+	}()
 	for _, size := range cfg.Sizes {
+		d, err := newDeployment(ctx, cfg, root, size, secret)
+		if err != nil {
+			return nil, err
+		}
+		deps = append(deps, d)
+		// Bootstrap the organization and its key as the product does.
+		_, stop, err := d.start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := stop(); err != nil {
+			return nil, fmt.Errorf("scale: stop after bootstrap: %w", err)
+		}
 		to := size / AttestationsPerTrail
-		fmt.Fprintf(cfg.Progress, "scale: filling to %d attestations (%d trails)\n", size, to)
+		fmt.Fprintf(cfg.Progress, "scale: filling a store of %d attestations (%d trails)\n", size, to)
 		began := time.Now()
-		if err := fill(ctx, d, cfg, trails, to); err != nil {
+		if err := fill(ctx, d, cfg, 0, to); err != nil {
 			return nil, err
 		}
 		sz := Size{Attestations: size, Trails: to, FillSeconds: time.Since(began).Seconds()}
 		if err := d.maintain(ctx); err != nil {
 			return nil, err
 		}
-		trails = to
+		res.Sizes = append(res.Sizes, sz)
+	}
+	// Each size alone: its resident set, and its caches warmed.
+	for i, d := range deps {
+		sz := &res.Sizes[i]
 		runtime.GC()
 		debug.FreeOSMemory()
 		procmem.ClearPeak()
@@ -186,7 +203,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		sz.Probes, err = measure(ctx, cfg, base, secret, to)
+		var alone [][]Probe
+		alone, err = measure(ctx, cfg, []string{base}, secret, []int{sz.Trails})
 		u := procmem.Read()
 		sz.RSSMB, sz.HWMMB = u.RSSMB, u.HWMMB
 		if serr := stop(); err == nil && serr != nil {
@@ -195,13 +213,70 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		sz.Alone = alone[0]
 		sz.StoreMB = d.storeMB()
-		for _, p := range sz.Probes {
-			fmt.Fprintf(cfg.Progress, "scale: %d attestations: %-34s p50 %7.2f ms  p99 %7.2f ms\n", size, p.Name, p.P50ms, p.P99ms)
+		for _, p := range sz.Alone {
+			fmt.Fprintf(cfg.Progress, "scale: %d attestations, alone: %-34s p50 %7.2f ms  p99 %7.2f ms\n", sz.Attestations, p.Name, p.P50ms, p.P99ms)
 		}
-		res.Sizes = append(res.Sizes, sz)
+	}
+	if len(deps) == 1 {
+		res.Sizes[0].Probes, res.Sizes[0].Alone = res.Sizes[0].Alone, nil
+		return res, nil
+	}
+	// All sizes at once, the reads alternating between them.
+	bases, trails := make([]string, len(deps)), make([]int, len(deps))
+	var stops []func() error
+	stopAll := func() error {
+		var errs []error
+		for _, stop := range stops {
+			errs = append(errs, stop())
+		}
+		stops = nil
+		return errors.Join(errs...)
+	}
+	defer stopAll()
+	for i, d := range deps {
+		base, stop, err := d.start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		bases[i], trails[i], stops = base, res.Sizes[i].Trails, append(stops, stop)
+	}
+	together, err := measure(ctx, cfg, bases, secret, trails)
+	if serr := stopAll(); err == nil && serr != nil {
+		err = fmt.Errorf("scale: stop: %w", serr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range res.Sizes {
+		res.Sizes[i].Probes = together[i]
+		for _, p := range together[i] {
+			fmt.Fprintf(cfg.Progress, "scale: %d attestations, alternating: %-34s p50 %7.2f ms  p99 %7.2f ms\n", res.Sizes[i].Attestations, p.Name, p.P50ms, p.P99ms)
+		}
 	}
 	return res, nil
+}
+
+// newDeployment makes size's store: a data directory under root, or a schema of its own (with
+// a broker of its own, so that the sizes' consumer groups do not meet).
+func newDeployment(ctx context.Context, cfg Config, root string, size int, secret string) (deployment, error) {
+	if cfg.Postgres == "" {
+		dir := filepath.Join(root, fmt.Sprint(size))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("scale: data dir: %w", err)
+		}
+		return &embedded{dir: dir, secret: secret}, nil
+	}
+	d, err := newDistributed(ctx, cfg.Postgres, secret)
+	if err != nil {
+		return nil, err
+	}
+	d.keep = cfg.KeepSchema
+	if cfg.KeepSchema {
+		fmt.Fprintf(cfg.Progress, "scale: the store of %d attestations is schema %s, kept after the run\n", size, d.schema)
+	}
+	return d, nil
 }
 
 func fill(ctx context.Context, d deployment, cfg Config, from, to int) error {
@@ -237,28 +312,41 @@ func probes(trails int) []Probe {
 	}
 }
 
-// measure times each probe Requests times, one request at a time, after a few unmeasured.
-func measure(ctx context.Context, cfg Config, base, secret string, trails int) ([]Probe, error) {
+// measure times each probe Requests times at each of bases, one request at a time and
+// alternating between the bases, after a few unmeasured; trails[b] is how many trails base b's
+// store holds (a flow's middle page is its own). It answers each base's probes.
+func measure(ctx context.Context, cfg Config, bases []string, secret string, trails []int) ([][]Probe, error) {
 	client := &http.Client{Timeout: time.Minute}
 	defer client.CloseIdleConnections()
-	out := probes(trails)
-	for i := range out {
-		p := &out[i]
-		lat := make([]time.Duration, 0, cfg.Requests)
-		for k := range cfg.Requests + 10 {
-			began := time.Now()
-			n, err := get(ctx, client, base+p.Path, secret)
-			if err != nil {
-				return nil, fmt.Errorf("scale: %s: %w", p.Name, err)
-			}
-			if k >= 10 {
-				lat = append(lat, time.Since(began))
-			}
-			p.Bytes = n
+	out := make([][]Probe, len(bases))
+	for b := range bases {
+		out[b] = probes(trails[b])
+	}
+	lat := make([][]time.Duration, len(bases))
+	for i := range out[0] {
+		for b := range bases {
+			lat[b] = lat[b][:0]
 		}
-		slices.Sort(lat)
-		p.P50ms = ms(lat[len(lat)/2])
-		p.P99ms = ms(lat[min(len(lat)-1, len(lat)*99/100)])
+		for k := range cfg.Requests + 10 {
+			for b, base := range bases {
+				p := &out[b][i]
+				began := time.Now()
+				n, err := get(ctx, client, base+p.Path, secret)
+				if err != nil {
+					return nil, fmt.Errorf("scale: %s: %w", p.Name, err)
+				}
+				if k >= 10 {
+					lat[b] = append(lat[b], time.Since(began))
+				}
+				p.Bytes = n
+			}
+		}
+		for b := range bases {
+			slices.Sort(lat[b])
+			q := &out[b][i]
+			q.P50ms = ms(lat[b][len(lat[b])/2])
+			q.P99ms = ms(lat[b][min(len(lat[b])-1, len(lat[b])*99/100)])
+		}
 	}
 	return out, nil
 }
@@ -291,19 +379,6 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // embedded is `serve`'s layout: the store is state.db in the data directory.
 type embedded struct {
 	dir, secret string
-	temp        bool
-}
-
-func newEmbedded(dir, secret string) (*embedded, error) {
-	e := &embedded{dir: dir, secret: secret}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "veritrail-scale-")
-		if err != nil {
-			return nil, fmt.Errorf("scale: data dir: %w", err)
-		}
-		e.dir, e.temp = d, true
-	}
-	return e, nil
 }
 
 func (e *embedded) openStore(ctx context.Context) (*sqlstore.Store, error) {
@@ -332,12 +407,8 @@ func (e *embedded) storeMB() float64 {
 // maintain does nothing: SQLite has no background upkeep, and the product runs none.
 func (e *embedded) maintain(context.Context) error { return nil }
 
-func (e *embedded) close() error {
-	if e.temp {
-		return os.RemoveAll(e.dir)
-	}
-	return nil
-}
+// close leaves the data directory: Run removes a temporary root, and keeps Dir.
+func (e *embedded) close() error { return nil }
 
 // distributed is the ingest and evaluate tiers on a fresh schema and an in-process Kafka.
 type distributed struct {
@@ -445,8 +516,8 @@ func (d *distributed) close() error {
 	return errors.Join(err, d.admin.Close())
 }
 
-// WriteTable prints the run: each read's p50 and p99 at each size and the largest size's p50
-// over the smallest's.
+// WriteTable prints the run: each read's p50 and p99 at each size, timed alternating, and the
+// largest size's p50 over the smallest's, alternating and (the last column) each alone.
 func (r *Result) WriteTable(w io.Writer) error {
 	if len(r.Sizes) == 0 {
 		return nil
@@ -470,7 +541,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		return tw.Flush()
 	}
-	fmt.Fprint(tw, "p50 ratio\tverdict\t\n")
+	fmt.Fprint(tw, "p50 ratio\tverdict\talone\t\n")
 	for i, p := range first.Probes {
 		fmt.Fprintf(tw, "%s\t", p.Name)
 		for _, s := range r.Sizes {
@@ -481,7 +552,11 @@ func (r *Result) WriteTable(w io.Writer) error {
 		if ratio > Target {
 			verdict = "MISSED"
 		}
-		fmt.Fprintf(tw, "%.2fx\t%s\t\n", ratio, verdict)
+		alone := "-"
+		if len(first.Alone) == len(first.Probes) && len(last.Alone) == len(first.Probes) {
+			alone = fmt.Sprintf("%.2fx", last.Alone[i].P50ms/first.Alone[i].P50ms)
+		}
+		fmt.Fprintf(tw, "%.2fx\t%s\t%s\t\n", ratio, verdict, alone)
 	}
 	return tw.Flush()
 }

@@ -70,27 +70,42 @@ func TestFill(t *testing.T) {
 	}
 }
 
-// TestRun measures the embedded product at the smallest size, a few requests a read.
+// TestRun measures the embedded product at two small sizes, a few requests a read: each size
+// alone, then both alternating.
 func TestRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("fills a 10,000-attestation store")
+		t.Skip("fills stores of 10,000 and 20,000 attestations")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Sizes: []int{10_000}, Environments: 10, Requests: 3})
+	res, err := Run(ctx, Config{Sizes: []int{10_000, 20_000}, Environments: 10, Requests: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Sizes) != 1 || len(res.Sizes[0].Probes) != len(probes(1000)) {
+	if len(res.Sizes) != 2 {
 		t.Fatalf("result %+v", res)
 	}
-	for _, p := range res.Sizes[0].Probes {
-		if p.P50ms <= 0 || p.Bytes == 0 {
-			t.Errorf("%s: %+v", p.Name, p)
+	for _, sz := range res.Sizes {
+		if sz.Trails != sz.Attestations/AttestationsPerTrail || sz.RSSMB <= 0 || sz.StoreMB <= 0 {
+			t.Errorf("size %d: %+v", sz.Attestations, sz)
+		}
+		for what, ps := range map[string][]Probe{"alternating": sz.Probes, "alone": sz.Alone} {
+			if len(ps) != len(probes(1000)) {
+				t.Fatalf("size %d, %s: %d probes", sz.Attestations, what, len(ps))
+			}
+			for _, p := range ps {
+				if p.P50ms <= 0 || p.Bytes == 0 {
+					t.Errorf("size %d, %s: %s: %+v", sz.Attestations, what, p.Name, p)
+				}
+			}
 		}
 	}
+	// Each size reads its own flows' middle page.
+	if a, b := res.Sizes[0].Probes[4].Path, res.Sizes[1].Probes[4].Path; a == b {
+		t.Errorf("both sizes read the middle page %s", a)
+	}
 	var out bytes.Buffer
-	if err := res.WriteTable(&out); err != nil || !strings.Contains(out.String(), "web: trail page") {
+	if err := res.WriteTable(&out); err != nil || !strings.Contains(out.String(), "web: trail page") || !strings.Contains(out.String(), "alone") {
 		t.Errorf("table: %v\n%s", err, out.String())
 	}
 }
