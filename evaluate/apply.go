@@ -23,11 +23,12 @@ func permanent(format string, args ...any) error {
 // applier folds messages into the store.
 type applier struct {
 	policies *policyJudge
-	// lockTrails has an attestation's apply touch its trail's row, setting last_modified_at.
-	// On PostgreSQL that row lock is what orders two transactions adding to one trail (see
-	// applyAttestations). SQLite's single writer orders them already, and there the touch was a
-	// fifth of the pages an apply wrote (each trail's row, once in the apply and again in the
-	// save): the save raises last_modified_at instead (store.ComplianceSave.ModifiedAt), which
+	// lockTrails has an attestation's apply lock its trail's row (store.Tx HoldTrails): on
+	// PostgreSQL that is what orders two transactions adding to one trail (see
+	// applyAttestations). SQLite's single writer orders them already. Neither store writes the
+	// row in the apply: it used to set last_modified_at there, a new version of each trail's row
+	// in every batch (on SQLite a fifth of the pages an apply wrote) that the save then wrote
+	// again. The save raises last_modified_at instead (store.ComplianceSave.ModifiedAt), which
 	// readers see at the same moment, since what they see of an attestation waits for that save.
 	lockTrails bool
 }
@@ -324,30 +325,37 @@ func (ap applier) applyAttestations(ctx context.Context, tx store.Tx, run []*con
 	}
 	trails := make([]string, len(run))
 	recs := make([]store.Attestation, len(run))
-	var touched map[string]float64 // by trail, the time to touch it with (lockTrails)
-	if ap.lockTrails {
-		touched = make(map[string]float64, len(run))
-	}
+	var held []string // the trails to lock first (lockTrails)
+	// A pipeline's attestations name its repository each (the CLI sends repo_info whenever the
+	// CI says which), so a run's hundreds name a few: each is ensured once.
+	var repos map[string]bool
 	for i, e := range run {
 		id, ok := ids[keys[i]]
 		if !ok {
 			return nil, classify(fmt.Errorf("trail %s: %w", e.Attestation.TrailName, store.ErrNotFound))
 		}
 		recs[i] = attestationRecord(e, id)
-		if err := ensureRepo(ctx, tx, e.OrgID, repoInfoOf(e.Attestation.Data), e.At); err != nil {
-			return nil, err
+		if r, ok := repoOf(e.OrgID, repoInfoOf(e.Attestation.Data), e.At); ok && !repos[r.ID] {
+			if repos == nil {
+				repos = make(map[string]bool, 4)
+			}
+			repos[r.ID] = true
+			if err := tx.EnsureRepo(ctx, r); err != nil {
+				return nil, err
+			}
 		}
 		trails[i] = id
-		if touched != nil {
-			touched[id] = e.At // the last message's time, as TouchTrail one by one leaves it
+		if ap.lockTrails {
+			held = append(held, id)
 		}
 	}
-	// The trails are touched first: on PostgreSQL that locks their rows until commit, so two
+	// The trails are held first: on PostgreSQL their rows stay locked until commit, so two
 	// transactions adding to one trail (two evaluators during a partition handover) take turns, and
 	// a trail's attestations are numbered in the order they commit, which the evaluator's fact
-	// cache relies on (store.PolicyReader.TrailAttestationFactsAfter).
-	if touched != nil {
-		if err := tx.TouchTrails(ctx, touched); err != nil {
+	// cache relies on (store.PolicyReader.TrailAttestationFactsAfter). They are not written: the
+	// save that follows raises last_modified_at to the attestations' time.
+	if len(held) > 0 {
+		if err := tx.HoldTrails(ctx, held); err != nil {
 			return nil, err
 		}
 	}

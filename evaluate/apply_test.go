@@ -14,8 +14,8 @@ import (
 
 // TestLastModifiedFollowsAttestations: a trail's last_modified_at is the time of its latest
 // attestation once the attestations are evaluated, on both stores, whether they came one by one
-// or in a batch, and a late message with an older time does not take it back. On SQLite the
-// applies leave it to the save (applier.lockTrails), which this fails without.
+// or in a batch, and a late message with an older time does not take it back. The applies leave
+// it to the save (store.ComplianceSave.ModifiedAt), which this fails without.
 func TestLastModifiedFollowsAttestations(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -52,5 +52,62 @@ func TestLastModifiedFollowsAttestations(t *testing.T) {
 				t.Fatalf("last_modified_at %v after a late message, want %v kept", got, latest)
 			}
 		})
+	}
+}
+
+// repoCountingStore counts the EnsureRepo calls of its transactions.
+type repoCountingStore struct {
+	store.Store
+	ensured map[string]int // by repo name
+}
+
+type repoCountingTx struct {
+	store.Tx
+	s *repoCountingStore
+}
+
+func (s *repoCountingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(repoCountingTx{Tx: tx, s: s}) })
+}
+
+func (t repoCountingTx) EnsureRepo(ctx context.Context, r store.Repo) error {
+	t.s.ensured[r.Name]++
+	return t.Tx.EnsureRepo(ctx, r)
+}
+
+// TestBatchEnsuresEachRepoOnce: a batch of attestations naming a few repositories (a
+// pipeline's attestations each name its own) records each repository, with the time of the
+// first message naming it, in one statement per repository, not per attestation.
+func TestBatchEnsuresEachRepoOnce(t *testing.T) {
+	st := &repoCountingStore{Store: sqlitetest.Open(t), ensured: map[string]int{}}
+	f := newFixtureOn(t, st, Config{}, nil)
+	withRepo := func(name, repo string) *message.Message {
+		return f.env(contract.KindAttestationReported, func(e *contract.Envelope) {
+			data := `{}`
+			if repo != "" {
+				data = `{"repo_info":{"id":"` + repo + `-id","name":"` + repo + `","url":"https://github.com/` + repo + `","provider":"github"}}`
+			}
+			e.Attestation = &contract.AttestationInput{ID: "att-" + e.ID, FlowID: "flow-1", TrailName: "t1", Name: name,
+				Type: "generic", IsCompliant: true, Data: json.RawMessage(data)}
+		})
+	}
+	batch := []*message.Message{withRepo("a", "acme/app"), withRepo("b", "acme/lib"), withRepo("c", "acme/app"),
+		withRepo("d", ""), withRepo("e", "acme/app")}
+	firstAt := 1000.0 + float64(f.seq) - 4 // the first message's time (fixture.env numbers them)
+	if done, err := f.ev.HandleBatch(context.Background(), batch); err != nil || done != len(batch) {
+		t.Fatalf("HandleBatch = %d, %v", done, err)
+	}
+	if st.ensured["acme/app"] != 1 || st.ensured["acme/lib"] != 1 || len(st.ensured) != 2 {
+		t.Errorf("EnsureRepo calls by repository: %v, want one each of acme/app and acme/lib", st.ensured)
+	}
+	repos, err := st.ListRepos(context.Background(), f.orgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(repos) != 2 || repos[0].Name != "acme/app" || repos[1].Name != "acme/lib" {
+		t.Fatalf("repos %+v, want acme/app and acme/lib", repos)
+	}
+	if repos[0].CreatedAt != firstAt || repos[1].CreatedAt != firstAt+1 {
+		t.Errorf("repos created at %v and %v, want their first messages' times %v and %v", repos[0].CreatedAt, repos[1].CreatedAt, firstAt, firstAt+1)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -245,7 +246,7 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 			return err
 		}
 		if e.applier.lockTrails {
-			if err := touchBatchTrails(ctx, tx, envs, done); err != nil {
+			if err := holdBatchTrails(ctx, tx, envs, done); err != nil {
 				return err
 			}
 		}
@@ -331,17 +332,16 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	return len(msgs), nil
 }
 
-// touchBatchTrails touches every existing trail the batch's attestations add to, in one
-// statement and so in ID order, when they come in more than one run (other messages between
-// them). Each run touches its trails in ID order as it applies (applyAttestations), but the batch
-// did not: on PostgreSQL, two evaluators applying overlapping batches during a handover locked
-// the same trails in different orders and deadlocked (TestPostgresBatchesTouchTrailsInOneOrder).
-// Each trail is touched with the time of its last attestation in the batch, which the runs then
-// write again. A trail begun in the batch is not there yet: its row is this transaction's.
-func touchBatchTrails(ctx context.Context, tx store.Tx, envs []*contract.Envelope, done map[string]bool) error {
+// holdBatchTrails holds (store.Tx HoldTrails) every existing trail the batch's attestations add
+// to, in one statement and so in ID order, when they come in more than one run (other messages
+// between them). Each run holds its trails in ID order as it applies (applyAttestations), but the
+// batch did not: on PostgreSQL, two evaluators applying overlapping batches during a handover
+// locked the same trails in different orders and deadlocked
+// (TestPostgresBatchesTouchTrailsInOneOrder). A trail begun in the batch is not there yet: its
+// row is this transaction's.
+func holdBatchTrails(ctx context.Context, tx store.Tx, envs []*contract.Envelope, done map[string]bool) error {
 	runs := 0
 	var keys []store.TrailKey
-	var at []float64
 	for i, e := range envs {
 		if e.Kind != contract.KindAttestationReported {
 			continue
@@ -351,7 +351,6 @@ func touchBatchTrails(ctx context.Context, tx store.Tx, envs []*contract.Envelop
 		}
 		if e.Attestation != nil && !done[e.ID] {
 			keys = append(keys, store.TrailKey{FlowID: e.Attestation.FlowID, Name: e.Attestation.TrailName})
-			at = append(at, e.At)
 		}
 	}
 	if runs < 2 || len(keys) == 0 {
@@ -361,13 +360,7 @@ func touchBatchTrails(ctx context.Context, tx store.Tx, envs []*contract.Envelop
 	if err != nil {
 		return err
 	}
-	touched := make(map[string]float64, len(ids))
-	for i, k := range keys {
-		if id, ok := ids[k]; ok {
-			touched[id] = max(touched[id], at[i])
-		}
-	}
-	return tx.TouchTrails(ctx, touched)
+	return tx.HoldTrails(ctx, slices.Collect(maps.Values(ids)))
 }
 
 func (e *Evaluator) handleEach(ctx context.Context, msgs []*message.Message) (int, error) {

@@ -385,6 +385,10 @@ type Tx interface {
 	// TouchTrails is TouchTrail for many trails (trail ID -> time) in one statement per
 	// few thousand.
 	TouchTrails(ctx context.Context, at map[string]float64) error
+	// HoldTrails locks the trails' rows until the transaction ends, in ID order, without
+	// writing them: what orders two transactions adding to one trail on a store with
+	// concurrent writers (PostgreSQL). A store with one writer does nothing.
+	HoldTrails(ctx context.Context, ids []string) error
 	InsertArtifact(ctx context.Context, a Artifact) error
 	InsertAttestation(ctx context.Context, a Attestation) error
 	// InsertAttestations is InsertAttestation for many, in order, in one statement per

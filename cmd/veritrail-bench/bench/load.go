@@ -207,7 +207,9 @@ func attestationBody(size int) (body []byte, contentType string, err error) {
 		if err != nil {
 			return nil, "", err
 		}
+		// The repository as the CLI sends it from a GitHub Actions run (CLIENT-2.md section 9).
 		fmt.Fprintf(pw, `{"attestation_name":"smoke","is_compliant":true,"origin_url":"https://ci.example.com/run/1",`+
+			`"repo_info":{"id":"704133918","name":"acme/payments","url":"https://github.com/acme/payments","provider":"github"},`+
 			`"user_data":{"pad":"%s"}}`, strings.Repeat("x", pad))
 		if err := w.Close(); err != nil {
 			return nil, "", err

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,7 +106,7 @@ func TestPostgresLockTrailsSkipsHeld(t *testing.T) {
 	s, _, _ := openLockStore(t, "trail-1", "trail-2")
 	held, release := make(chan struct{}), make(chan struct{})
 	apply := hold(ctx, s, func(tx store.Tx) error {
-		return tx.TouchTrails(ctx, map[string]float64{"trail-1": 2})
+		return tx.HoldTrails(ctx, []string{"trail-1"}) // as an apply of attestations does
 	}, held, release, nil)
 	<-held
 	var got map[string]int64
@@ -128,7 +130,7 @@ func TestPostgresLockTrailsSkipsHeld(t *testing.T) {
 }
 
 // TestPostgresGiveWayBreaksCycle is the evaluator's deadlock: an apply holds an environment (a
-// snapshot earlier in its batch) and then touches a trail, while a save holds that trail and
+// snapshot earlier in its batch) and then holds a trail, while a save holds that trail and
 // judges the environment. The save gives way: it fails with store.ErrBusy and the apply
 // commits, with no deadlock for PostgreSQL to detect.
 func TestPostgresGiveWayBreaksCycle(t *testing.T) {
@@ -138,7 +140,7 @@ func TestPostgresGiveWayBreaksCycle(t *testing.T) {
 	apply := hold(ctx, s, func(tx store.Tx) error {
 		return tx.LockEnvironment(ctx, "env-1")
 	}, envHeld, saveHasTrail, func(tx store.Tx) error {
-		return tx.TouchTrails(ctx, map[string]float64{"trail-1": 2}) // waits for the save
+		return tx.HoldTrails(ctx, []string{"trail-1"}) // waits for the save
 	})
 	<-envHeld
 	err := s.Update(ctx, func(tx store.Tx) error {
@@ -183,10 +185,22 @@ func waitForLockWaiter(ctx context.Context, admin *sql.DB, app string) error {
 	}
 }
 
-// TestPostgresTouchTrailsInOrder: batches that touch overlapping sets of trails at once (two
-// evaluators applying the same partition during a rebalance) take the rows' locks in one order
-// and never deadlock, whatever plan PostgreSQL picks for each set's size.
+// TestPostgresTouchTrailsInOrder: batches that touch or hold overlapping sets of trails at once
+// (two evaluators applying the same partition during a rebalance) take the rows' locks in one
+// order and never deadlock, whatever plan PostgreSQL picks for each set's size.
 func TestPostgresTouchTrailsInOrder(t *testing.T) {
+	t.Run("touch", func(t *testing.T) {
+		lockOverlapping(t, func(ctx context.Context, tx store.Tx, at map[string]float64) error { return tx.TouchTrails(ctx, at) })
+	})
+	t.Run("hold", func(t *testing.T) {
+		lockOverlapping(t, func(ctx context.Context, tx store.Tx, at map[string]float64) error {
+			return tx.HoldTrails(ctx, slices.Collect(maps.Keys(at))) // in map order: HoldTrails sorts
+		})
+	})
+}
+
+// lockOverlapping runs two writers that each lock windows of 300 trails with lock, 150 times.
+func lockOverlapping(t *testing.T, lock func(context.Context, store.Tx, map[string]float64) error) {
 	var ids []string
 	for i := range 300 {
 		ids = append(ids, fmt.Sprintf("tr-%03d", i))
@@ -207,7 +221,7 @@ func TestPostgresTouchTrailsInOrder(t *testing.T) {
 				for _, id := range ids[from : from+n] {
 					at[id] = float64(i)
 				}
-				if err := s.Update(ctx, func(tx store.Tx) error { return tx.TouchTrails(ctx, at) }); err != nil {
+				if err := s.Update(ctx, func(tx store.Tx) error { return lock(ctx, tx, at) }); err != nil {
 					errs <- err
 					return
 				}
@@ -217,6 +231,51 @@ func TestPostgresTouchTrailsInOrder(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Errorf("touching trails: %v", err)
+		t.Errorf("locking trails: %v", err)
+	}
+}
+
+// TestPostgresSaveLeavesUnchangedArtifacts: saving a trail's evaluation writes its artifacts'
+// states only where they changed. Every attestation to a trail evaluates it again, and an
+// unchanged state written anyway was a new row version of the artifact each time.
+func TestPostgresSaveLeavesUnchangedArtifacts(t *testing.T) {
+	s, admin, app := openLockStore(t, "trail-1")
+	schema := strings.TrimPrefix(app, "vt_locks_")
+	ctx := context.Background()
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.InsertArtifact(ctx, store.Artifact{ID: "art-1", OrgID: "org-a", FlowID: "flow-1", TrailID: "trail-1",
+			Fingerprint: strings.Repeat("a", 64), Filename: "app", Report: json.RawMessage(`{}`), CreatedAt: 2, State: "INCOMPLETE"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	version := func() string {
+		t.Helper()
+		var xmin, state string
+		if err := admin.QueryRowContext(ctx, `SELECT xmin::text, state FROM `+schema+`.artifacts WHERE id = 'art-1'`).Scan(&xmin, &state); err != nil {
+			t.Fatal(err)
+		}
+		return xmin + " " + state
+	}
+	save := func(state string) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx store.Tx) error {
+			return tx.SaveCompliances(ctx, []store.ComplianceSave{{TrailID: "trail-1", State: state, Doc: json.RawMessage(`{}`),
+				At: 3, ModifiedAt: 2, ArtifactStates: map[string]string{"art-1": state}}})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("COMPLIANT")
+	first := version()
+	if !strings.HasSuffix(first, " COMPLIANT") {
+		t.Fatalf("artifact after the first save: %s", first)
+	}
+	save("COMPLIANT")
+	if again := version(); again != first {
+		t.Errorf("saving the same state wrote the artifact again: %s, then %s", first, again)
+	}
+	save("NON-COMPLIANT")
+	if changed := version(); !strings.HasSuffix(changed, " NON-COMPLIANT") || changed == first {
+		t.Errorf("a changed state was not written: %s, then %s", first, changed)
 	}
 }

@@ -205,6 +205,20 @@ func (t *txn) TouchTrails(ctx context.Context, at map[string]float64) error {
 	})
 }
 
+func (t *txn) HoldTrails(ctx context.Context, ids []string) error {
+	if t.d.name != postgresDialect.name {
+		return nil // one writer at a time: nothing to order
+	}
+	// NO KEY UPDATE, as an UPDATE of the row would take; in ID order, as every transaction
+	// takes these rows (TestPostgresTouchTrailsInOrder). Locking a row marks it without a new
+	// version of it: the save writes the trail once, after.
+	return preparedChunks(slices.Compact(slices.Sorted(slices.Values(ids))), 1, func(part []string) error {
+		_, err := t.exec(ctx, "hold trails", oneOffIf(len(part) > preparedRows)+`SELECT id FROM trails
+			WHERE id IN (`+placeholders(len(part))+`) ORDER BY id FOR NO KEY UPDATE`, anys(part)...)
+		return err
+	})
+}
+
 // typedRows is n rows of VALUES, each of the given columns (placeholders, some cast so that
 // PostgreSQL knows their type). VALUES names its columns column1, column2, ... in both SQLite
 // and PostgreSQL, which the statements joining one rely on.
@@ -367,8 +381,11 @@ func (t *txn) SaveCompliances(ctx context.Context, saves []store.ComplianceSave)
 		for _, st := range part {
 			args = append(args, st[0], st[1])
 		}
+		// An artifact whose state stayed is not written: on PostgreSQL the same value would still
+		// make a new row version (and, the page full, new index entries) at every evaluation of
+		// its trail, which is every attestation to it.
 		_, err := t.exec(ctx, "save artifact states", oneOffIf(len(part) > preparedRows)+`UPDATE artifacts SET state = v.column2
-			FROM (VALUES `+rowsOf(len(part), 2)+`) AS v WHERE artifacts.id = v.column1`, args...)
+			FROM (VALUES `+rowsOf(len(part), 2)+`) AS v WHERE artifacts.id = v.column1 AND artifacts.state IS DISTINCT FROM v.column2`, args...)
 		return err
 	})
 }
