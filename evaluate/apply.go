@@ -327,21 +327,28 @@ func (ap applier) applyAttestations(ctx context.Context, tx store.Tx, run []*con
 	recs := make([]store.Attestation, len(run))
 	var held []string // the trails to lock first (lockTrails)
 	// A pipeline's attestations name its repository each (the CLI sends repo_info whenever the
-	// CI says which), so a run's hundreds name a few: each is ensured once.
-	var repos map[string]bool
+	// CI says which), so a run's hundreds name a few: each is ensured once, and a repo_info
+	// seen before in the run is not decoded again.
+	var repos map[string]bool // by organization and repo_info as sent
 	for i, e := range run {
 		id, ok := ids[keys[i]]
 		if !ok {
 			return nil, classify(fmt.Errorf("trail %s: %w", e.Attestation.TrailName, store.ErrNotFound))
 		}
 		recs[i] = attestationRecord(e, id)
-		if r, ok := repoOf(e.OrgID, repoInfoOf(e.Attestation.Data), e.At); ok && !repos[r.ID] {
+		raw := e.Attestation.RepoInfo
+		if len(raw) == 0 { // a message of an earlier build
+			raw = repoInfoOf(e.Attestation.Data)
+		}
+		if key := e.OrgID + "\x00" + string(raw); len(raw) > 0 && !repos[key] {
 			if repos == nil {
 				repos = make(map[string]bool, 4)
 			}
-			repos[r.ID] = true
-			if err := tx.EnsureRepo(ctx, r); err != nil {
-				return nil, err
+			repos[key] = true
+			if r, ok := repoOf(e.OrgID, raw, e.At); ok {
+				if err := tx.EnsureRepo(ctx, r); err != nil {
+					return nil, err
+				}
 			}
 		}
 		trails[i] = id

@@ -77,35 +77,42 @@ func (t repoCountingTx) EnsureRepo(ctx context.Context, r store.Repo) error {
 
 // TestBatchEnsuresEachRepoOnce: a batch of attestations naming a few repositories (a
 // pipeline's attestations each name its own) records each repository, with the time of the
-// first message naming it, in one statement per repository, not per attestation.
+// first message naming it, in one statement per repository, not per attestation; whether the
+// message carries its repo_info beside the data (ingest now) or only in it (earlier builds).
 func TestBatchEnsuresEachRepoOnce(t *testing.T) {
 	st := &repoCountingStore{Store: sqlitetest.Open(t), ensured: map[string]int{}}
 	f := newFixtureOn(t, st, Config{}, nil)
-	withRepo := func(name, repo string) *message.Message {
+	// inData: the repo_info only in the data, as messages of earlier builds carry it; otherwise
+	// also in the envelope, as ingest sends it now.
+	withRepo := func(name, repo string, inData bool) *message.Message {
 		return f.env(contract.KindAttestationReported, func(e *contract.Envelope) {
-			data := `{}`
+			data, info := `{}`, ""
 			if repo != "" {
-				data = `{"repo_info":{"id":"` + repo + `-id","name":"` + repo + `","url":"https://github.com/` + repo + `","provider":"github"}}`
+				info = `{"id":"` + repo + `-id","name":"` + repo + `","url":"https://github.com/` + repo + `","provider":"github"}`
+				data = `{"repo_info":` + info + `}`
 			}
 			e.Attestation = &contract.AttestationInput{ID: "att-" + e.ID, FlowID: "flow-1", TrailName: "t1", Name: name,
 				Type: "generic", IsCompliant: true, Data: json.RawMessage(data)}
+			if !inData && info != "" {
+				e.Attestation.RepoInfo = json.RawMessage(info)
+			}
 		})
 	}
-	batch := []*message.Message{withRepo("a", "acme/app"), withRepo("b", "acme/lib"), withRepo("c", "acme/app"),
-		withRepo("d", ""), withRepo("e", "acme/app")}
-	firstAt := 1000.0 + float64(f.seq) - 4 // the first message's time (fixture.env numbers them)
+	batch := []*message.Message{withRepo("a", "acme/app", false), withRepo("b", "acme/lib", true), withRepo("c", "acme/app", true),
+		withRepo("d", "", false), withRepo("e", "acme/app", false), withRepo("f", "acme/svc", false)}
+	firstAt := 1000.0 + float64(f.seq) - 5 // the first message's time (fixture.env numbers them)
 	if done, err := f.ev.HandleBatch(context.Background(), batch); err != nil || done != len(batch) {
 		t.Fatalf("HandleBatch = %d, %v", done, err)
 	}
-	if st.ensured["acme/app"] != 1 || st.ensured["acme/lib"] != 1 || len(st.ensured) != 2 {
-		t.Errorf("EnsureRepo calls by repository: %v, want one each of acme/app and acme/lib", st.ensured)
+	if st.ensured["acme/app"] != 1 || st.ensured["acme/lib"] != 1 || st.ensured["acme/svc"] != 1 || len(st.ensured) != 3 {
+		t.Errorf("EnsureRepo calls by repository: %v, want one each of acme/app, acme/lib and acme/svc", st.ensured)
 	}
 	repos, err := st.ListRepos(context.Background(), f.orgID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(repos) != 2 || repos[0].Name != "acme/app" || repos[1].Name != "acme/lib" {
-		t.Fatalf("repos %+v, want acme/app and acme/lib", repos)
+	if len(repos) != 3 || repos[0].Name != "acme/app" || repos[1].Name != "acme/lib" || repos[2].Name != "acme/svc" {
+		t.Fatalf("repos %+v, want acme/app, acme/lib and acme/svc", repos)
 	}
 	if repos[0].CreatedAt != firstAt || repos[1].CreatedAt != firstAt+1 {
 		t.Errorf("repos created at %v and %v, want their first messages' times %v and %v", repos[0].CreatedAt, repos[1].CreatedAt, firstAt, firstAt+1)

@@ -140,6 +140,9 @@ func (a *API) registerAttestations() {
 			ArtifactFingerprint: orig.ArtifactFingerprint, TargetArtifact: orig.TargetArtifact,
 			Overrides: &contract.Override{AttestationID: orig.ID, Reason: b.Reason}, Data: rawData,
 		}}
+		if !isJSONNull(b.RepoInfo) {
+			env.Attestation.RepoInfo = b.RepoInfo
+		}
 		if err := a.publish(ctx, p, env); err != nil {
 			return nil, err
 		}
@@ -388,6 +391,9 @@ func (a *API) attest(ctx context.Context, p *Principal, path TrailPath, kind str
 	in := &contract.AttestationInput{
 		ID: newID(), FlowID: ref.FlowID, TrailName: ref.TrailName, Name: att.name, Type: att.typ, IsCompliant: att.compliant,
 		ArtifactFingerprint: att.fingerprint, TargetArtifact: att.target,
+	}
+	if !isJSONNull(common.RepoInfo) {
+		in.RepoInfo = common.RepoInfo
 	}
 	if file != nil {
 		sha, err := a.blobs.Put(ctx, file.data)

@@ -308,6 +308,10 @@ type AttestationInput struct {
 	Overrides           *Override       `json:"overrides,omitempty"`
 	Evidence            *BlobRef        `json:"evidence,omitempty"`
 	Data                json.RawMessage `json:"data"`
+	// RepoInfo is the data's repo_info, which ingest decodes anyway: the evaluator records the
+	// repository from it instead of reading the data again. Messages of earlier builds lack
+	// it, and then the evaluator reads the data.
+	RepoInfo json.RawMessage `json:"repo_info,omitempty"`
 }
 
 // Override replaces the compliance of an earlier attestation of the same name.
