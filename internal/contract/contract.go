@@ -297,21 +297,22 @@ type ArtifactReport struct {
 // evaluator keeps it for reads. IsCompliant is decided at ingest (custom types run there,
 // where a bad payload can still be refused with a 400).
 type AttestationInput struct {
-	ID                  string          `json:"id"`
-	FlowID              string          `json:"flow_id"`
-	TrailName           string          `json:"trail_name"`
-	Name                string          `json:"name"`
-	Type                string          `json:"type"`
-	IsCompliant         bool            `json:"is_compliant"`
-	ArtifactFingerprint string          `json:"artifact_fingerprint,omitempty"`
-	TargetArtifact      string          `json:"target_artifact,omitempty"`
-	Overrides           *Override       `json:"overrides,omitempty"`
-	Evidence            *BlobRef        `json:"evidence,omitempty"`
-	Data                json.RawMessage `json:"data"`
+	ID                  string    `json:"id"`
+	FlowID              string    `json:"flow_id"`
+	TrailName           string    `json:"trail_name"`
+	Name                string    `json:"name"`
+	Type                string    `json:"type"`
+	IsCompliant         bool      `json:"is_compliant"`
+	ArtifactFingerprint string    `json:"artifact_fingerprint,omitempty"`
+	TargetArtifact      string    `json:"target_artifact,omitempty"`
+	Overrides           *Override `json:"overrides,omitempty"`
+	Evidence            *BlobRef  `json:"evidence,omitempty"`
 	// RepoInfo is the data's repo_info, which ingest decodes anyway: the evaluator records the
 	// repository from it instead of reading the data again. Messages of earlier builds lack
 	// it, and then the evaluator reads the data.
 	RepoInfo json.RawMessage `json:"repo_info,omitempty"`
+	// Data stays the last field: Marshal copies it in at the end (marshalAttestation).
+	Data json.RawMessage `json:"data"`
 }
 
 // Override replaces the compliance of an earlier attestation of the same name.

@@ -25,6 +25,9 @@ func TestMarshalAttestation(t *testing.T) {
 			Attestation: &AttestationInput{ID: "a2", Name: "n", ArtifactFingerprint: "ab", TargetArtifact: "app",
 				Overrides: &Override{AttestationID: "a1", Reason: "r"}, Evidence: &BlobRef{SHA256: "s", Size: 3, Filename: "f"},
 				Data: json.RawMessage(`{}`)}}, true},
+		{"repo_info beside the data", Envelope{ID: "e6", Kind: KindAttestationReported, OrgID: "o", Attestation: &AttestationInput{
+			ID: "a6", Name: "n", RepoInfo: json.RawMessage(`{"id":"1","name":"acme/app","url":"u"}`),
+			Data: json.RawMessage(`{"repo_info": {"id":"1","name":"acme/app","url":"u"}, "pad": "xxxx"}`)}}, true},
 		{"data not an object", Envelope{ID: "e3", Kind: KindAttestationReported, OrgID: "o",
 			Attestation: &AttestationInput{ID: "a3", Data: json.RawMessage(` [1, 2] `)}}, false},
 		{"no data", Envelope{ID: "e4", Kind: KindAttestationReported, OrgID: "o", Attestation: &AttestationInput{ID: "a4"}}, false},
