@@ -184,7 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		to := size / AttestationsPerTrail
 		fmt.Fprintf(cfg.Progress, "scale: filling a store of %d attestations (%d trails)\n", size, to)
 		began := time.Now()
-		if err := fill(ctx, d, cfg, 0, to); err != nil {
+		if err := fill(ctx, d, cfg, to); err != nil {
 			return nil, err
 		}
 		sz := Size{Attestations: size, Trails: to, FillSeconds: time.Since(began).Seconds()}
@@ -215,9 +215,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		sz.Alone = alone[0]
 		sz.StoreMB = d.storeMB()
-		for _, p := range sz.Alone {
-			fmt.Fprintf(cfg.Progress, "scale: %d attestations, alone: %-34s p50 %7.2f ms  p99 %7.2f ms\n", sz.Attestations, p.Name, p.P50ms, p.P99ms)
-		}
+		progressOf(cfg.Progress, sz.Attestations, "alone", sz.Alone)
 	}
 	if len(deps) == 1 {
 		res.Sizes[0].Probes, res.Sizes[0].Alone = res.Sizes[0].Alone, nil
@@ -251,9 +249,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	for i := range res.Sizes {
 		res.Sizes[i].Probes = together[i]
-		for _, p := range together[i] {
-			fmt.Fprintf(cfg.Progress, "scale: %d attestations, alternating: %-34s p50 %7.2f ms  p99 %7.2f ms\n", res.Sizes[i].Attestations, p.Name, p.P50ms, p.P99ms)
-		}
+		progressOf(cfg.Progress, res.Sizes[i].Attestations, "alternating", together[i])
 	}
 	return res, nil
 }
@@ -279,7 +275,15 @@ func newDeployment(ctx context.Context, cfg Config, root string, size int, secre
 	return d, nil
 }
 
-func fill(ctx context.Context, d deployment, cfg Config, from, to int) error {
+// progressOf writes one size's read times, timed how, to the progress writer.
+func progressOf(w io.Writer, size int, how string, ps []Probe) {
+	for _, p := range ps {
+		fmt.Fprintf(w, "scale: %d attestations, %s: %-34s p50 %7.2f ms  p99 %7.2f ms\n", size, how, p.Name, p.P50ms, p.P99ms)
+	}
+}
+
+// fill fills d's empty store with trails trails and their attestations.
+func fill(ctx context.Context, d deployment, cfg Config, trails int) error {
 	st, err := d.openStore(ctx)
 	if err != nil {
 		return err
@@ -289,7 +293,7 @@ func fill(ctx context.Context, d deployment, cfg Config, from, to int) error {
 	if err != nil {
 		return fmt.Errorf("scale: the organization: %w", err)
 	}
-	return Fill(ctx, FillConfig{Store: st, OrgID: org.ID, FromTrail: from, ToTrail: to, Environments: cfg.Environments,
+	return Fill(ctx, FillConfig{Store: st, OrgID: org.ID, ToTrail: trails, Environments: cfg.Environments,
 		Progress: cfg.Progress})
 }
 
