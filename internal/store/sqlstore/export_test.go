@@ -2,6 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -30,4 +33,53 @@ func Setting(t testing.TB, s *Store, name string) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// FactsAfterPlan is PostgreSQL's plan of the query TrailAttestationFactsAfter sends for after.
+func FactsAfterPlan(t testing.TB, s *Store, after map[string]int64) string {
+	t.Helper()
+	var args []any
+	for _, id := range slices.Sorted(maps.Keys(after)) {
+		args = append(args, id, after[id])
+	}
+	return explain(t, s, s.d.factsAfter(typedRows(len(after), "?", "CAST(? AS BIGINT)")), args...)
+}
+
+// TrailsNamedPlan is PostgreSQL's plan of the query TrailIDs sends for names of a flow.
+func TrailsNamedPlan(t testing.TB, s *Store, flowID string, names []string) string {
+	t.Helper()
+	return explain(t, s, s.d.trailsNamed(len(names)), append(anys(names), flowID)...)
+}
+
+// explain is PostgreSQL's generic plan of q, as a prepared statement of the store's has it
+// after its first executions (EXPLAIN on one of the store's read connections).
+func explain(t testing.TB, s *Store, q string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := s.r.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, "RESET plan_cache_mode") //nolint:errcheck // the connection goes back to the pool either way
+	rows, err := conn.QueryContext(ctx, "EXPLAIN "+s.d.rebind(q), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan.String()
 }

@@ -279,3 +279,92 @@ func TestPostgresSaveLeavesUnchangedArtifacts(t *testing.T) {
 		t.Errorf("a changed state was not written: %s, then %s", first, changed)
 	}
 }
+
+// TestPostgresFactsAfterWithoutStatistics: every trail evaluation reads its trail's attestations
+// after a position. On a table PostgreSQL has no statistics of yet (a new deployment, until
+// autovacuum analyses it), a plain join of the positions to attestations was planned as a hash
+// join over a scan of every attestation; the query must read each trail's index range instead.
+func TestPostgresFactsAfterWithoutStatistics(t *testing.T) {
+	trails := make([]string, 40)
+	for i := range trails {
+		trails[i] = fmt.Sprintf("trail-%02d", i)
+	}
+	s, admin, app := openLockStore(t, trails...)
+	schema := strings.TrimPrefix(app, "vt_locks_")
+	ctx := context.Background()
+	// No analysis may run behind the test's back.
+	if _, err := admin.ExecContext(ctx, `ALTER TABLE `+schema+`.attestations SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]store.Attestation, 0, 4000)
+	for i := range cap(recs) {
+		recs = append(recs, store.Attestation{ID: fmt.Sprintf("att-%05d", i), OrgID: "org-a", FlowID: "flow-1", TrailID: trails[i%len(trails)],
+			Name: "unit-tests", Type: "junit", IsCompliant: true, Data: json.RawMessage(`{}`), ReportedBy: "ci", CreatedAt: 2})
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.InsertAttestations(ctx, recs) }); err != nil {
+		t.Fatal(err)
+	}
+	var analysed bool
+	if err := admin.QueryRowContext(ctx, `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL FROM pg_stat_user_tables
+		WHERE schemaname = $1 AND relname = 'attestations'`, schema).Scan(&analysed); err != nil {
+		t.Fatal(err)
+	}
+	if analysed {
+		t.Fatal("attestations was analysed: the test needs a table without statistics")
+	}
+	after := map[string]int64{}
+	for _, id := range trails[:28] {
+		after[id] = 50
+	}
+	if plan := sqlstore.FactsAfterPlan(t, s, after); strings.Contains(plan, "Seq Scan on attestations") {
+		t.Errorf("the facts after a position scan every attestation:\n%s", plan)
+	}
+	got, _, err := s.TrailAttestationFactsAfter(ctx, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got["trail-00"]); n == 0 || n >= 100 {
+		t.Errorf("trail-00 has %d attestations after position 50; want some of its 100, not all", n)
+	}
+}
+
+// TestPostgresTrailIDsWithoutStatistics: every batch of attestations finds its trails by flow
+// and name. Without statistics of trails, name IN (...) was planned as a scan of every trail of
+// the flow (its flow_id index), filtered by name; each name must be a lookup on the (flow_id,
+// name) key.
+func TestPostgresTrailIDsWithoutStatistics(t *testing.T) {
+	trails := make([]string, 1000)
+	for i := range trails {
+		trails[i] = fmt.Sprintf("trail-%04d", i)
+	}
+	s, admin, app := openLockStore(t, trails...)
+	schema := strings.TrimPrefix(app, "vt_locks_")
+	ctx := context.Background()
+	if _, err := admin.ExecContext(ctx, `ALTER TABLE `+schema+`.trails SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	var analysed bool
+	if err := admin.QueryRowContext(ctx, `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL FROM pg_stat_user_tables
+		WHERE schemaname = $1 AND relname = 'trails'`, schema).Scan(&analysed); err != nil {
+		t.Fatal(err)
+	}
+	if analysed {
+		t.Skip("autovacuum analysed trails already: the test needs a table without statistics")
+	}
+	names := trails[100:164]
+	if plan := sqlstore.TrailsNamedPlan(t, s, "flow-1", names); !strings.Contains(plan, "trails_flow_id_name_key") {
+		t.Errorf("the trails of a batch are not looked up by flow and name:\n%s", plan)
+	}
+	keys := make([]store.TrailKey, 0, len(names)+1)
+	for _, n := range names {
+		keys = append(keys, store.TrailKey{FlowID: "flow-1", Name: n})
+	}
+	keys = append(keys, store.TrailKey{FlowID: "flow-1", Name: "no-such-trail"})
+	ids, err := s.TrailIDs(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != len(names) || ids[store.TrailKey{FlowID: "flow-1", Name: "trail-0100"}] != "trail-0100" {
+		t.Errorf("TrailIDs = %d trails, trail-0100 -> %q; want %d, itself", len(ids), ids[store.TrailKey{FlowID: "flow-1", Name: "trail-0100"}], len(names))
+	}
+}

@@ -268,6 +268,19 @@ func (r reads) TrailID(ctx context.Context, flowID, name string) (string, error)
 	return id, nil
 }
 
+// trailsNamed selects the ID and name of a flow's trails of n names (parameters: the names,
+// then the flow). PostgreSQL planned name IN (...) without statistics of trails (a new
+// deployment's first minute) as a scan of the flow's trail index, filtering every trail of the
+// flow by name: with 1,000 trails in a flow, 3-6 ms a batch of the evaluator's, its costliest
+// read. A lookup a name, each an equality on the (flow_id, name) key, cannot be planned so.
+func (d dialect) trailsNamed(n int) string {
+	if d.name == postgresDialect.name {
+		return `SELECT t.id, t.name FROM (VALUES ` + typedRows(n, "?") + `) AS w
+			CROSS JOIN LATERAL (SELECT id, name FROM trails WHERE flow_id = ? AND name = w.column1 OFFSET 0) t`
+	}
+	return `SELECT id, name FROM trails WHERE name IN (` + placeholders(n) + `) AND flow_id = ?`
+}
+
 func (r reads) TrailIDs(ctx context.Context, keys []store.TrailKey) (map[store.TrailKey]string, error) {
 	byFlow := map[string][]string{}
 	for _, k := range keys {
@@ -278,8 +291,7 @@ func (r reads) TrailIDs(ctx context.Context, keys []store.TrailKey) (map[store.T
 	out := make(map[store.TrailKey]string, len(keys))
 	for _, flowID := range slices.Sorted(maps.Keys(byFlow)) {
 		err := preparedChunks(byFlow[flowID], 1, func(names []string) error {
-			rows, err := r.rows(ctx, oneOffIf(len(names) > preparedRows)+`SELECT id, name FROM trails WHERE flow_id = ? AND name IN (`+
-				placeholders(len(names))+`)`, append([]any{flowID}, anys(names)...)...)
+			rows, err := r.rows(ctx, oneOffIf(len(names) > preparedRows)+r.d.trailsNamed(len(names)), append(anys(names), flowID)...)
 			if err != nil {
 				return fmt.Errorf("sqlstore: trail ids: %w", err)
 			}
