@@ -487,6 +487,12 @@ func startWriters(ctx context.Context, pr *product, fps []string, elsewhere bool
 	if err != nil {
 		return nil, fmt.Errorf("bench: the organization: %w", err)
 	}
+	// What the organization held before: stop waits until the evaluator has applied and
+	// evaluated every attestation the writers got accepted on top of it.
+	_, before, err := pr.r.Store.ListAttestations(ctx, org.ID, store.Page{Page: 1, PerPage: 1})
+	if err != nil {
+		return nil, fmt.Errorf("bench: count attestations: %w", err)
+	}
 	writer := app.NewSecret()
 	if err := app.CreateOrgKey(ctx, pr.r.Store, org, "pipeline-"+writer[len(writer)-8:], store.RoleMember, writer); err != nil {
 		return nil, fmt.Errorf("bench: the writer's key: %w", err)
@@ -499,6 +505,7 @@ func startWriters(ctx context.Context, pr *product, fps []string, elsewhere bool
 	wclient := newClient(writers)
 	wctx, cancel := context.WithCancel(ctx)
 	p := &writerPool{}
+	var accepted atomic.Int64 // every 201, the warm-up's too (changes is reset after it)
 	var werrMu sync.Mutex
 	var werr error
 	var wg sync.WaitGroup
@@ -539,6 +546,7 @@ func startWriters(ctx context.Context, pr *product, fps []string, elsewhere bool
 					return
 				}
 				p.changes.Add(1)
+				accepted.Add(1)
 			}
 		})
 	}
@@ -549,9 +557,40 @@ func startWriters(ctx context.Context, pr *product, fps []string, elsewhere bool
 		if werr != nil {
 			return fmt.Errorf("bench: a writer of the changing phase: %w", werr)
 		}
-		return nil
+		// The next phase starts with the evaluator idle: the backlog of one phase (the
+		// capacity phase's writers go back to back) is not the next one's load.
+		return settle(ctx, pr.r.Store, org.ID, before+int(accepted.Load()))
 	}
 	return p, nil
+}
+
+// settle waits until the organization holds want attestations and no trail waits for
+// evaluation: what the writers got accepted is applied and evaluated, in either mode.
+func settle(ctx context.Context, st store.Store, orgID string, want int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		_, n, err := st.ListAttestations(ctx, orgID, store.Page{Page: 1, PerPage: 1})
+		if err != nil {
+			return fmt.Errorf("bench: count attestations: %w", err)
+		}
+		if n >= want {
+			dirty, err := st.DirtyTrails(ctx)
+			if err != nil {
+				return fmt.Errorf("bench: dirty trails: %w", err)
+			}
+			if len(dirty) == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %d of %d attestations applied after 5 minutes: %w", n, want, errNotDrained)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollEvery):
+		}
+	}
 }
 
 // WriteTable prints the assert run.
