@@ -51,6 +51,12 @@ func TrailsNamedPlan(t testing.TB, s *Store, flowID string, names []string) stri
 	return explain(t, s, s.d.trailsNamed(len(names)), append(anys(names), flowID)...)
 }
 
+// VisiblePlan is PostgreSQL's plan of the query Visible sends for ids.
+func VisiblePlan(t testing.TB, s *Store, ids []string) string {
+	t.Helper()
+	return explain(t, s, s.d.visibleAmong(len(ids)), anys(ids)...)
+}
+
 // explain is PostgreSQL's generic plan of q, as a prepared statement of the store's has it
 // after its first executions (EXPLAIN on one of the store's read connections).
 func explain(t testing.TB, s *Store, q string, args ...any) string {

@@ -368,3 +368,45 @@ func TestPostgresTrailIDsWithoutStatistics(t *testing.T) {
 		t.Errorf("TrailIDs = %d trails, trail-0100 -> %q; want %d, itself", len(ids), ids[store.TrailKey{FlowID: "flow-1", Name: "trail-0100"}], len(names))
 	}
 }
+
+// TestPostgresVisibleWithoutStatistics: a read after a write asks whether the messages it waits
+// for are applied and evaluated. Without statistics of applied_messages, the IN list of their IDs
+// was planned as a scan of the whole table, which holds a row for every message ever applied; each
+// ID must be a lookup on its key.
+func TestPostgresVisibleWithoutStatistics(t *testing.T) {
+	s, admin, app := openLockStore(t, "trail-1")
+	schema := strings.TrimPrefix(app, "vt_locks_")
+	ctx := context.Background()
+	if _, err := admin.ExecContext(ctx, `ALTER TABLE `+schema+`.applied_messages SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	marks := make([]store.AppliedMark, 5000)
+	for i := range marks {
+		marks[i] = store.AppliedMark{ID: fmt.Sprintf("msg-%05d", i), TrailID: "trail-1", At: 2}
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.MarkAppliedAll(ctx, marks) }); err != nil {
+		t.Fatal(err)
+	}
+	var analysed bool
+	if err := admin.QueryRowContext(ctx, `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL FROM pg_stat_user_tables
+		WHERE schemaname = $1 AND relname = 'applied_messages'`, schema).Scan(&analysed); err != nil {
+		t.Fatal(err)
+	}
+	if analysed {
+		t.Fatal("applied_messages was analysed: the test needs a table without statistics")
+	}
+	ids := make([]string, 0, 256)
+	for i := 0; i < len(marks) && len(ids) < cap(ids); i += 19 {
+		ids = append(ids, marks[i].ID)
+	}
+	if plan := sqlstore.VisiblePlan(t, s, ids); strings.Contains(plan, "Seq Scan on applied_messages") {
+		t.Errorf("a read-after-write check scans every applied message:\n%s", plan)
+	}
+	ok, err := s.Visible(ctx, ids)
+	if err != nil || !ok {
+		t.Errorf("Visible(%d applied messages of a clean trail) = %v, %v; want true", len(ids), ok, err)
+	}
+	if ok, err := s.Visible(ctx, append(ids, "msg-never")); err != nil || ok {
+		t.Errorf("Visible with a message never applied = %v, %v; want false", ok, err)
+	}
+}

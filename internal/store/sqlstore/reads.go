@@ -671,6 +671,20 @@ func (r reads) DirtyGeneration(ctx context.Context, trailID string) (int64, erro
 	return g, nil
 }
 
+// visibleAmong counts which of n message IDs are visible (Visible). On PostgreSQL a lookup an
+// ID, as trailsNamed: without statistics of applied_messages, which grows with every message, the
+// IN list was planned as a scan of the whole table at every read-after-write check.
+func (d dialect) visibleAmong(n int) string {
+	const unevaluated = `NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id
+			AND (a.generation = 0 OR d.evaluated < a.generation))`
+	if d.name == postgresDialect.name {
+		return `SELECT COUNT(*) FROM (VALUES ` + typedRows(n, "?") + `) AS w
+			CROSS JOIN LATERAL (SELECT a.trail_id, a.generation FROM applied_messages a WHERE a.id = w.column1 OFFSET 0) a
+			WHERE ` + unevaluated
+	}
+	return `SELECT COUNT(*) FROM applied_messages a WHERE a.id IN (` + placeholders(n) + `) AND ` + unevaluated
+}
+
 func (r reads) Visible(ctx context.Context, ids []string) (bool, error) {
 	if len(ids) == 0 {
 		return true, nil
@@ -684,9 +698,7 @@ func (r reads) Visible(ctx context.Context, ids []string) (bool, error) {
 		if !visible {
 			return nil
 		}
-		n, err := r.count(ctx, "visible", oneOffIf(!prepared)+`SELECT COUNT(*) FROM applied_messages a WHERE a.id IN (`+
-			placeholders(len(part))+`) AND NOT EXISTS (SELECT 1 FROM dirty_trails d WHERE d.trail_id = a.trail_id
-			AND (a.generation = 0 OR d.evaluated < a.generation))`, anys(part)...)
+		n, err := r.count(ctx, "visible", oneOffIf(!prepared)+r.d.visibleAmong(len(part)), anys(part)...)
 		visible = n == len(part)
 		return err
 	})
