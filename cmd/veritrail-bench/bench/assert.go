@@ -97,9 +97,21 @@ type AssertResult struct {
 	// waits only for writes it depends on, so this is CPU shared with ingest and the evaluator;
 	// Changing and Loaded are the phases whose writes touch the asserted artifacts.
 	IngestCapacity float64 `json:"ingest_capacity_per_second"`
-	MixedWriters   int     `json:"mixed_writers"`
-	Mixed          Phase   `json:"assert_environment_mixed"`
-	MixedRate      float64 `json:"mixed_writes_per_second"`
+	// CapacityCPU is this process's CPU (product and load generator) an attestation accepted
+	// while measuring IngestCapacity; HalfCPU the same with the writers sending half of it and
+	// no reader (HalfRate accepted a second, HalfCores cores busy): what the mixed phase's
+	// writers leave the readers is the machine less that.
+	CapacityCPU  float64 `json:"capacity_cpu_us_per_attestation"`
+	HalfRate     float64 `json:"half_writes_per_second"`
+	HalfCPU      float64 `json:"half_cpu_us_per_attestation"`
+	HalfCores    float64 `json:"half_cores_busy"`
+	MixedWriters int     `json:"mixed_writers"`
+	Mixed        Phase   `json:"assert_environment_mixed"`
+	MixedRate    float64 `json:"mixed_writes_per_second"`
+	// AloneSched and MixedSched are how long goroutines waited for a core once ready during the
+	// environment-scope phase and the mixed phase.
+	AloneSched SchedLatency `json:"environment_sched_latency"`
+	MixedSched SchedLatency `json:"mixed_sched_latency"`
 	// MixedRatio is Mixed over Bare; MixedMet is it against MixedRatioTarget with Mixed's p99
 	// under MixedP99TargetMs; AloneMet is Environment against AloneRatioTarget with its p99
 	// within AloneP99Factor of Bare's.
@@ -219,7 +231,11 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 				return nil, err
 			}
 		}
+		sched := markSched()
 		*ph.out = hammer(ctx, t, cfg.Concurrency, cfg.Duration, nil)
+		if ph.out == &res.Environment {
+			res.AloneSched = sched.since()
+		}
 		stopProfile()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -253,22 +269,30 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 	if err := prepareBuilds(ctx, pr, cfg.Concurrency); err != nil {
 		return nil, err
 	}
-	if res.IngestCapacity, err = ingestCapacity(ctx, cfg, pr, fps, res.MixedWriters); err != nil {
+	if res.IngestCapacity, res.CapacityCPU, _, err = writeAlone(ctx, cfg, pr, fps, res.MixedWriters, 0); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Progress, "bench: ingest capacity, %d writers back to back, no reader: %.0f attestations/s\n",
-		res.MixedWriters, res.IngestCapacity)
+	fmt.Fprintf(cfg.Progress, "bench: ingest capacity, %d writers back to back, no reader: %.0f attestations/s, %.0f us of CPU each\n",
+		res.MixedWriters, res.IngestCapacity, res.CapacityCPU)
 	half := res.IngestCapacity / 2
+	halfEvery := time.Duration(float64(res.MixedWriters) * float64(time.Second) / half)
+	if res.HalfRate, res.HalfCPU, res.HalfCores, err = writeAlone(ctx, cfg, pr, fps, res.MixedWriters, halfEvery); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Progress, "bench: ingest at half its capacity, no reader: %.0f attestations/s, %.0f us of CPU each, %.2f cores busy\n",
+		res.HalfRate, res.HalfCPU, res.HalfCores)
 	var mixed int64
 	stopProfile, err := startProfileOf(cfg, ProfileAssertMixed)
 	if err != nil {
 		return nil, err
 	}
+	sched := markSched()
 	res.Mixed, mixed, err = assertWhileChanging(ctx, cfg, pr, assertURLs(pr.base, "?environment_name=prod"), fps, true, res.MixedWriters,
-		time.Duration(float64(res.MixedWriters)*float64(time.Second)/half))
+		halfEvery)
 	if err != nil {
 		return nil, err
 	}
+	res.MixedSched = sched.since()
 	stopProfile()
 	res.MixedRate = float64(mixed) / res.Mixed.Seconds
 	fmt.Fprintf(cfg.Progress, "bench: assert in environment scope, ingest at half its capacity: %.0f/s, p50 %.2f ms, p99 %.2f ms, %.0f attestations/s accepted\n",
@@ -410,12 +434,14 @@ func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(
 	return ph, n, ctx.Err()
 }
 
-// ingestCapacity is how many attestations a second writers back to back get accepted in the
-// build trails with no reader beside them: the capacity the mixed phase loads ingest to half of.
-func ingestCapacity(ctx context.Context, cfg Config, pr *product, fps []string, writers int) (float64, error) {
-	w, err := startWriters(ctx, pr, fps, true, writers, 0)
+// writeAlone has writers report in the build trails with no reader beside them, each one every
+// interval or, with 0, back to back (the capacity the mixed phase loads ingest to half of), and
+// answers how many attestations a second were accepted, this process's CPU each and its cores
+// busy meanwhile.
+func writeAlone(ctx context.Context, cfg Config, pr *product, fps []string, writers int, interval time.Duration) (rate, cpuEach, cores float64, err error) {
+	w, err := startWriters(ctx, pr, fps, true, writers, interval)
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	wait := func(d time.Duration) {
 		select {
@@ -426,16 +452,22 @@ func ingestCapacity(ctx context.Context, cfg Config, pr *product, fps []string, 
 	wait(cfg.Warmup)
 	w.changes.Store(0)
 	began := time.Now()
+	cpu0, _ := processCPU()
 	wait(cfg.Duration)
 	n := w.changes.Load()
 	el := time.Since(began)
+	cpu1, cpuOK := processCPU()
 	if err := w.stop(); err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	if n == 0 {
-		return 0, errors.New("bench: ingest accepted no attestation while measuring its capacity")
+		return 0, 0, 0, errors.New("bench: ingest accepted no attestation while writing alone")
 	}
-	return float64(n) / el.Seconds(), ctx.Err()
+	if cpuOK {
+		cpuEach = float64((cpu1 - cpu0).Microseconds()) / float64(n)
+		cores = (cpu1 - cpu0).Seconds() / el.Seconds()
+	}
+	return float64(n) / el.Seconds(), cpuEach, cores, ctx.Err()
 }
 
 // writerPool is startWriters' running writers.
@@ -623,8 +655,12 @@ func (r *AssertResult) WriteTable(w io.Writer) error {
 	verdict := map[bool]string{true: "met", false: "MISSED"}
 	fmt.Fprintf(tw, "environment-scope assert / bare GET\t%.2f (target >= %.1f: %s)\n", r.Ratio, r.RatioTarget, verdict[r.RatioMet])
 	fmt.Fprintf(tw, "environment-scope assert p99\t%.2f ms (target < %.0f ms: %s)\n", r.Environment.P99ms, AssertP99TargetMs, verdict[r.P99Met])
-	fmt.Fprintf(tw, "ingest capacity, %d writers in other trails, no reader\t%.0f attestations/s; the mixed phase sent half, %.0f/s accepted\n",
-		r.MixedWriters, r.IngestCapacity, r.MixedRate)
+	fmt.Fprintf(tw, "ingest capacity, %d writers in other trails, no reader\t%.0f attestations/s at %.0f us of CPU each (product and load generator); the mixed phase sent half, %.0f/s accepted\n",
+		r.MixedWriters, r.IngestCapacity, r.CapacityCPU, r.MixedRate)
+	fmt.Fprintf(tw, "ingest at half its capacity, no reader\t%.0f attestations/s at %.0f us of CPU each, %.2f of %d cores busy\n",
+		r.HalfRate, r.HalfCPU, r.HalfCores, r.Machine.GOMAXPROCS)
+	fmt.Fprintf(tw, "waits for a core, alone / mixed phase\tp50 %.3f / %.3f ms, p90 %.2f / %.2f ms, p99 %.2f / %.2f ms\n",
+		r.AloneSched.P50ms, r.MixedSched.P50ms, r.AloneSched.P90ms, r.MixedSched.P90ms, r.AloneSched.P99ms, r.MixedSched.P99ms)
 	fmt.Fprintf(tw, "alone: assert / bare GET, p99 / bare p99\t%.2f, %.2f (target >= %.1f, <= %.1f: %s)\n", r.Ratio,
 		r.Environment.P99ms/r.Bare.P99ms, AloneRatioTarget, AloneP99Factor, verdict[r.AloneMet])
 	fmt.Fprintf(tw, "mixed: assert / bare GET, p99\t%.2f, %.2f ms (target >= %.1f, < %.0f ms: %s)\n", r.MixedRatio,

@@ -32,8 +32,11 @@ func TestRunAssert(t *testing.T) {
 	if res.Changes == 0 || res.LoadWrites == 0 || res.MixedRate == 0 {
 		t.Errorf("the changing phases accepted %d, %d and %.0f/s attestations", res.Changes, res.LoadWrites, res.MixedRate)
 	}
-	if res.IngestCapacity <= 0 || res.MixedRatio <= 0 {
-		t.Errorf("ingest capacity %.0f/s, mixed ratio %.2f", res.IngestCapacity, res.MixedRatio)
+	if res.IngestCapacity <= 0 || res.MixedRatio <= 0 || res.HalfRate <= 0 {
+		t.Errorf("ingest capacity %.0f/s, at half %.0f/s, mixed ratio %.2f", res.IngestCapacity, res.HalfRate, res.MixedRatio)
+	}
+	if res.CapacityCPU <= 0 || res.HalfCPU <= 0 || res.AloneSched.Count == 0 || res.MixedSched.Count == 0 {
+		t.Errorf("CPU an attestation %.0f / %.0f us, scheduler waits %+v / %+v", res.CapacityCPU, res.HalfCPU, res.AloneSched, res.MixedSched)
 	}
 	var table bytes.Buffer
 	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "mixed: assert / bare GET") {
