@@ -345,10 +345,8 @@ func (ap applier) applyAttestations(ctx context.Context, tx store.Tx, run []*con
 				repos = make(map[string]bool, 4)
 			}
 			repos[key] = true
-			if r, ok := repoOf(e.OrgID, raw, e.At); ok {
-				if err := tx.EnsureRepo(ctx, r); err != nil {
-					return nil, err
-				}
+			if err := ensureRepo(ctx, tx, e.OrgID, raw, e.At); err != nil {
+				return nil, err
 			}
 		}
 		trails[i] = id

@@ -591,38 +591,13 @@ func startWriters(ctx context.Context, pr *product, fps []string, elsewhere bool
 		}
 		// The next phase starts with the evaluator idle: the backlog of one phase (the
 		// capacity phase's writers go back to back) is not the next one's load.
-		return settle(ctx, pr.r.Store, org.ID, before+int(accepted.Load()))
+		idle := &progress{st: pr.r.Store, count: func(ctx context.Context) (int, error) {
+			_, n, err := pr.r.Store.ListAttestations(ctx, org.ID, store.Page{Page: 1, PerPage: 1})
+			return n, err
+		}}
+		return idle.waitIdle(ctx, before+int(accepted.Load()), 5*time.Minute)
 	}
 	return p, nil
-}
-
-// settle waits until the organization holds want attestations and no trail waits for
-// evaluation: what the writers got accepted is applied and evaluated, in either mode.
-func settle(ctx context.Context, st store.Store, orgID string, want int) error {
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		_, n, err := st.ListAttestations(ctx, orgID, store.Page{Page: 1, PerPage: 1})
-		if err != nil {
-			return fmt.Errorf("bench: count attestations: %w", err)
-		}
-		if n >= want {
-			dirty, err := st.DirtyTrails(ctx)
-			if err != nil {
-				return fmt.Errorf("bench: dirty trails: %w", err)
-			}
-			if len(dirty) == 0 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: %d of %d attestations applied after 5 minutes: %w", n, want, errNotDrained)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pollEvery):
-		}
-	}
 }
 
 // WriteTable prints the assert run.

@@ -280,6 +280,26 @@ func TestPostgresSaveLeavesUnchangedArtifacts(t *testing.T) {
 	}
 }
 
+// keepUnanalysed turns autovacuum off for schema's table: no analysis may give it statistics
+// behind the test's back.
+func keepUnanalysed(t *testing.T, admin *sql.DB, schema, table string) {
+	t.Helper()
+	if _, err := admin.ExecContext(context.Background(), `ALTER TABLE `+schema+`.`+table+` SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// analysed reports whether schema's table has statistics (ANALYZE or autovacuum ran on it).
+func analysed(t *testing.T, admin *sql.DB, schema, table string) bool {
+	t.Helper()
+	var done bool
+	if err := admin.QueryRowContext(context.Background(), `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL
+		FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2`, schema, table).Scan(&done); err != nil {
+		t.Fatal(err)
+	}
+	return done
+}
+
 // TestPostgresFactsAfterWithoutStatistics: every trail evaluation reads its trail's attestations
 // after a position. On a table PostgreSQL has no statistics of yet (a new deployment, until
 // autovacuum analyses it), a plain join of the positions to attestations was planned as a hash
@@ -292,10 +312,7 @@ func TestPostgresFactsAfterWithoutStatistics(t *testing.T) {
 	s, admin, app := openLockStore(t, trails...)
 	schema := strings.TrimPrefix(app, "vt_locks_")
 	ctx := context.Background()
-	// No analysis may run behind the test's back.
-	if _, err := admin.ExecContext(ctx, `ALTER TABLE `+schema+`.attestations SET (autovacuum_enabled = false)`); err != nil {
-		t.Fatal(err)
-	}
+	keepUnanalysed(t, admin, schema, "attestations")
 	recs := make([]store.Attestation, 0, 4000)
 	for i := range cap(recs) {
 		recs = append(recs, store.Attestation{ID: fmt.Sprintf("att-%05d", i), OrgID: "org-a", FlowID: "flow-1", TrailID: trails[i%len(trails)],
@@ -304,12 +321,7 @@ func TestPostgresFactsAfterWithoutStatistics(t *testing.T) {
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.InsertAttestations(ctx, recs) }); err != nil {
 		t.Fatal(err)
 	}
-	var analysed bool
-	if err := admin.QueryRowContext(ctx, `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL FROM pg_stat_user_tables
-		WHERE schemaname = $1 AND relname = 'attestations'`, schema).Scan(&analysed); err != nil {
-		t.Fatal(err)
-	}
-	if analysed {
+	if analysed(t, admin, schema, "attestations") {
 		t.Fatal("attestations was analysed: the test needs a table without statistics")
 	}
 	after := map[string]int64{}
@@ -340,15 +352,8 @@ func TestPostgresTrailIDsWithoutStatistics(t *testing.T) {
 	s, admin, app := openLockStore(t, trails...)
 	schema := strings.TrimPrefix(app, "vt_locks_")
 	ctx := context.Background()
-	if _, err := admin.ExecContext(ctx, `ALTER TABLE `+schema+`.trails SET (autovacuum_enabled = false)`); err != nil {
-		t.Fatal(err)
-	}
-	var analysed bool
-	if err := admin.QueryRowContext(ctx, `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL FROM pg_stat_user_tables
-		WHERE schemaname = $1 AND relname = 'trails'`, schema).Scan(&analysed); err != nil {
-		t.Fatal(err)
-	}
-	if analysed {
+	keepUnanalysed(t, admin, schema, "trails")
+	if analysed(t, admin, schema, "trails") {
 		t.Skip("autovacuum analysed trails already: the test needs a table without statistics")
 	}
 	names := trails[100:164]
@@ -377,9 +382,7 @@ func TestPostgresVisibleWithoutStatistics(t *testing.T) {
 	s, admin, app := openLockStore(t, "trail-1")
 	schema := strings.TrimPrefix(app, "vt_locks_")
 	ctx := context.Background()
-	if _, err := admin.ExecContext(ctx, `ALTER TABLE `+schema+`.applied_messages SET (autovacuum_enabled = false)`); err != nil {
-		t.Fatal(err)
-	}
+	keepUnanalysed(t, admin, schema, "applied_messages")
 	marks := make([]store.AppliedMark, 5000)
 	for i := range marks {
 		marks[i] = store.AppliedMark{ID: fmt.Sprintf("msg-%05d", i), TrailID: "trail-1", At: 2}
@@ -387,12 +390,7 @@ func TestPostgresVisibleWithoutStatistics(t *testing.T) {
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.MarkAppliedAll(ctx, marks) }); err != nil {
 		t.Fatal(err)
 	}
-	var analysed bool
-	if err := admin.QueryRowContext(ctx, `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL FROM pg_stat_user_tables
-		WHERE schemaname = $1 AND relname = 'applied_messages'`, schema).Scan(&analysed); err != nil {
-		t.Fatal(err)
-	}
-	if analysed {
+	if analysed(t, admin, schema, "applied_messages") {
 		t.Fatal("applied_messages was analysed: the test needs a table without statistics")
 	}
 	ids := make([]string, 0, 256)
