@@ -3,50 +3,32 @@ package evaluate
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/template"
 )
 
-// trailInput builds the engine's input from stored evidence, folding each override into the
-// attestation it replaces: the override takes the original's place (and its report time, so
-// a later re-attestation of the same name still wins). The attestations go into dst's array
-// when it has room: the evaluator reuses arrays between evaluations, since a busy trail's list
-// is long and built anew at each.
-func trailInput(dst []template.Attestation, atts []store.AttestationFact, arts []store.Artifact) template.TrailInput {
-	var overridden map[string]store.AttestationFact
-	for _, a := range atts {
-		if a.OverridesID != "" {
-			if overridden == nil {
-				overridden = map[string]store.AttestationFact{}
-			}
-			overridden[a.OverridesID] = a
-		}
+// attestationInput is the engine's view of the stored attestation a, with the override o folded
+// in when there is one (overridden): the override takes the original's place (and its report
+// time, so a later re-attestation of the same name still wins).
+func attestationInput(a, o store.AttestationFact, overridden bool) template.Attestation {
+	item := template.Attestation{
+		ID: a.ID, Name: a.Name, Type: a.Type, IsCompliant: a.IsCompliant, CreatedAt: a.CreatedAt,
+		ArtifactFingerprint: a.ArtifactFingerprint, TargetArtifact: a.TargetArtifact,
 	}
-	in := template.TrailInput{
-		Attestations: slices.Grow(dst[:0], len(atts)-len(overridden)),
-		Artifacts:    make([]template.Artifact, 0, len(arts)),
+	if overridden {
+		item.ID, item.OverriddenID, item.IsCompliant = o.ID, a.ID, o.IsCompliant
 	}
-	for _, a := range atts {
-		if a.OverridesID != "" {
-			continue
-		}
-		item := template.Attestation{
-			ID: a.ID, Name: a.Name, Type: a.Type, IsCompliant: a.IsCompliant, CreatedAt: a.CreatedAt,
-			ArtifactFingerprint: a.ArtifactFingerprint, TargetArtifact: a.TargetArtifact,
-		}
-		if o, ok := overridden[a.ID]; ok {
-			item.ID, item.OverriddenID, item.IsCompliant = o.ID, a.ID, o.IsCompliant
-		}
-		in.Attestations = append(in.Attestations, item)
-	}
+	return item
+}
+
+// artifactsInput is the engine's view of a trail's stored artifacts.
+func artifactsInput(arts []store.Artifact) []template.Artifact {
+	out := make([]template.Artifact, 0, len(arts))
 	for _, a := range arts {
-		in.Artifacts = append(in.Artifacts, template.Artifact{
-			ID: a.ID, Fingerprint: a.Fingerprint, TemplateName: a.TemplateName, CreatedAt: a.CreatedAt,
-		})
+		out = append(out, template.Artifact{ID: a.ID, Fingerprint: a.Fingerprint, TemplateName: a.TemplateName, CreatedAt: a.CreatedAt})
 	}
-	return in
+	return out
 }
 
 // Compliance is the stored compliance_status document of a trail, in the shape the API serves.

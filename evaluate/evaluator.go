@@ -87,7 +87,7 @@ type Evaluator struct {
 	applier   applier
 
 	evaluations atomic.Int64 // trail evaluations committed, for tests and metrics
-	inputs      sync.Pool    // *[]template.Attestation arrays that trailInput reuses
+	folds       *foldCache   // the template input of recently evaluated trails
 
 	mu sync.Mutex
 	// dirty holds the trails to evaluate, each with the span of the last traced message that
@@ -95,6 +95,10 @@ type Evaluator struct {
 	dirty map[string]trace.SpanContext
 	wake  chan struct{}
 }
+
+// foldsKept bounds the folded attestations kept for the trails evaluated last (foldCache): a
+// trail's distinct evidence, a few dozen at most for most, so some thousands of trails.
+const foldsKept = 1 << 16
 
 // New builds an evaluator.
 func New(cfg Config, d Deps) (*Evaluator, error) {
@@ -133,6 +137,7 @@ func New(cfg Config, d Deps) (*Evaluator, error) {
 		d:         d,
 		templates: templates,
 		facts:     facts,
+		folds:     newFoldCache(foldsKept),
 		policies:  pj,
 		applier:   applier{policies: pj, lockTrails: d.Store != nil && d.Store.ConcurrentWriters()},
 		dirty:     map[string]trace.SpanContext{},
@@ -633,10 +638,6 @@ func (e *Evaluator) evaluateMany(ctx context.Context, ids []string, traces map[s
 	return results, errs
 }
 
-// maxPooledInput is the largest input array (in attestations) kept for reuse: a trail far longer
-// than most would otherwise pin its array in the pool.
-const maxPooledInput = 4096
-
 // evaluateTraced is evaluate in a span under sc, when there is a tracer and sc is valid.
 func (e *Evaluator) evaluateTraced(ctx context.Context, sc trace.SpanContext, trailID string, start store.EvaluationStart,
 	atts []store.AttestationFact, arts []store.Artifact) (trailResult, error) {
@@ -659,19 +660,13 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.Ev
 	if err != nil {
 		return trailResult{}, err
 	}
-	buf, _ := e.inputs.Get().(*[]template.Attestation)
-	if buf == nil {
-		buf = new([]template.Attestation)
-	}
-	in := trailInput(*buf, atts, arts)
+	folded := e.folds.take(trailID, atts)
+	in := template.TrailInput{Attestations: folded.fold.Attestations(), Artifacts: artifactsInput(arts)}
 	octx, done := policyRun(ctx, e.d.Tracer, e.d.Metrics, metrics.PolicyTemplate)
 	res, err := e.d.Engine.Evaluate(octx, tmpl, in) // the result keeps none of in
 	done(err)
-	if cap(in.Attestations) <= maxPooledInput {
-		clear(in.Attestations) // the pool should not keep the trail's strings alive
-		*buf = in.Attestations[:0]
-		e.inputs.Put(buf)
-	}
+	modifiedAt := folded.modifiedAt
+	e.folds.put(trailID, folded) // not read after: another evaluation of the trail may take it
 	if err != nil {
 		return trailResult{}, fmt.Errorf("evaluate trail %s: %w", trailID, err)
 	}
@@ -680,10 +675,8 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.Ev
 	if err != nil {
 		return trailResult{}, err
 	}
-	r := trailResult{trailID: trailID, gen: start.Generation, state: res.State, doc: doc, at: at, states: states}
-	for _, a := range atts {
-		r.modifiedAt = max(r.modifiedAt, a.CreatedAt)
-	}
+	r := trailResult{trailID: trailID, gen: start.Generation, state: res.State, doc: doc, at: at, states: states,
+		modifiedAt: modifiedAt}
 	for _, a := range arts {
 		r.orgID = a.OrgID
 		r.fingerprints = append(r.fingerprints, a.Fingerprint)

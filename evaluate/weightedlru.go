@@ -25,6 +25,9 @@ func (w *weightedLRU[V]) Get(k string) (V, bool) { return w.lru.Get(k) }
 // Peek answers k's value without making it recently used.
 func (w *weightedLRU[V]) Peek(k string) (V, bool) { return w.lru.Peek(k) }
 
+// Remove drops k's value, if kept.
+func (w *weightedLRU[V]) Remove(k string) { w.lru.Remove(k) }
+
 // Put keeps v under k, evicting the least recently used values past the limit. A value heavier
 // than the limit is not kept, and k's old value goes all the same.
 func (w *weightedLRU[V]) Put(k string, v V) {
