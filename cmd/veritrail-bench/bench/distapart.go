@@ -274,6 +274,16 @@ type DistributedTogether struct {
 	Evaluator         Evaluator `json:"evaluator"`
 	Deadlocks         int       `json:"deadlocks_logged"`
 	DatabaseDeadlocks int64     `json:"database_deadlocks"`
+	// PGCPUPerOK is the CPU every postgres process used over the load and its drain, in
+	// microseconds per 201, and PGCores that time over the same span: beside Ingest's CPU (this
+	// process: ingest, the evaluators, the broker and the load generator) it tells whether the
+	// machine's cores were full.
+	PGCPUPerOK float64 `json:"pg_cpu_us_per_ok,omitempty"`
+	PGCores    float64 `json:"pg_cores,omitempty"`
+	// CommitsPerOK is the transactions the database committed over the same span per 201, from
+	// every client (ingest's reads and marks, the evaluators' batches and saves, the bench's
+	// polls): what grows when the evaluators' batches shrink.
+	CommitsPerOK float64 `json:"pg_commits_per_ok,omitempty"`
 }
 
 func runDistributedTogether(ctx context.Context, cfg Config, body []byte, contentType string, evaluators int) (DistributedTogether, error) {
@@ -315,7 +325,16 @@ func runDistributedTogether(ctx context.Context, cfg Config, body []byte, conten
 	}
 	dl0, _ := databaseDeadlocks(ctx, env.admin)
 	env.logs.deadlocks.Store(0)
+	pg0, start := postgresCPU(), time.Now()
+	commits0, commitsErr := databaseCommits(ctx, env.admin)
 	run.Ingest, err = measure(ctx, cfg, t, p, fmt.Sprintf("phase 6, %d evaluator(s)", evaluators))
+	if pg1 := postgresCPU(); pg1 > 0 && run.Ingest.OK > 0 {
+		run.PGCPUPerOK = float64((pg1 - pg0).Microseconds()) / float64(run.Ingest.OK)
+		run.PGCores = (pg1 - pg0).Seconds() / time.Since(start).Seconds()
+	}
+	if commits1, err := databaseCommits(ctx, env.admin); err == nil && commitsErr == nil && run.Ingest.OK > 0 {
+		run.CommitsPerOK = float64(commits1-commits0) / float64(run.Ingest.OK)
+	}
 	run.Evaluator = p.ev
 	run.Evaluator.Samples = nil
 	if err != nil && err != errNotDrained {
@@ -341,6 +360,14 @@ func sleepFor(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// databaseCommits is the database's count of committed transactions so far. The statistics
+// behind it are flushed by each backend within a second or so, which a phase of seconds absorbs.
+func databaseCommits(ctx context.Context, db *sql.DB) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
 }
 
 // databaseDeadlocks is the database's count of deadlocks so far.

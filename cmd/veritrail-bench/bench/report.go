@@ -88,6 +88,10 @@ func (r *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "distributed whole, %d evaluator(s)	%.0f/s accepted (p50 %.2f ms, p99 %.2f ms), applied %.0f/s during the load, largest backlog %d, %d at the stop, drained in %.1f s (kept up: %s), deadlocks logged %d (database %d)\n",
 				run.Evaluators, run.Ingest.PerSecond, run.Ingest.P50ms, run.Ingest.P99ms, ev.ApplyPerSecond, ev.MaxBacklog, ev.BacklogAtStop,
 				ev.DrainSeconds, verdict(ev.KeptUp), run.Deadlocks, run.DatabaseDeadlocks)
+			if run.Ingest.CPUPerOK > 0 {
+				fmt.Fprintf(tw, "\tCPU a 201: %.0f us in this process (ingest, evaluators, broker, load generator; %.2f cores), %.0f us PostgreSQL (%.2f cores); %.2f database commits a 201\n",
+					run.Ingest.CPUPerOK, run.Ingest.Cores, run.PGCPUPerOK, run.PGCores, run.CommitsPerOK)
+			}
 		}
 		fmt.Fprintf(tw, "distributed / embedded evaluator	%.2fx (target >= %.2f: %s)\n", d.VsEmbedded, DistributedTarget,
 			verdict(d.VsEmbedded >= DistributedTarget))
