@@ -174,6 +174,47 @@ func TestConsumeLinger(t *testing.T) {
 	}
 }
 
+// A Window keeps a batch open past gaps longer than the linger, until the window ends (an hour
+// here: the channel's closing ends the batch).
+func TestConsumeWindowOutlastsLinger(t *testing.T) {
+	ch := make(chan *message.Message)
+	r := &recorder{}
+	done := make(chan struct{})
+	go func() {
+		Consume(context.Background(), ch, Config{Linger: time.Nanosecond, Window: time.Hour}, r.handle, quiet)
+		close(done)
+	}()
+	ch <- message.NewMessage("a", nil)
+	time.Sleep(20 * time.Millisecond) // far past the linger; a slower machine only makes it shorter in effect
+	ch <- message.NewMessage("b", nil)
+	close(ch)
+	<-done
+	if want := [][]string{{"a", "b"}}; !slices.EqualFunc(r.calls, want, slices.Equal) {
+		t.Errorf("calls %v, want %v", r.calls, want)
+	}
+}
+
+// A batch closes when its Window ends, though the channel stays open and the batch is not full.
+func TestConsumeWindowCloses(t *testing.T) {
+	ch := make(chan *message.Message)
+	handled := make(chan []string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go Consume(ctx, ch, Config{Window: 10 * time.Millisecond}, func(_ context.Context, msgs []*message.Message) (int, error) {
+		handled <- names(msgs)
+		return len(msgs), nil
+	}, quiet)
+	ch <- message.NewMessage("a", nil)
+	select {
+	case got := <-handled:
+		if !slices.Equal(got, []string{"a"}) {
+			t.Errorf("handled %v, want [a]", got)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the batch never closed")
+	}
+}
+
 // Cancelling the context stops the consumer and nacks what was not finished.
 func TestConsumeStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
