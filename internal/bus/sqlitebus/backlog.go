@@ -2,7 +2,6 @@ package sqlitebus
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -49,7 +48,7 @@ func (b *Bus) Unacked(ctx context.Context, consumerGroup, topic string, fn func(
 		if inJournal[uuid] {
 			inJournal[uuid] = false // moved meanwhile: reported here, not again below
 		}
-		if err := fn(uuid, decodeMetadata([]byte(md))); err != nil {
+		if err := fn(uuid, unackedMetadata([]byte(md))); err != nil {
 			return err
 		}
 	}
@@ -60,17 +59,15 @@ func (b *Bus) Unacked(ctx context.Context, consumerGroup, topic string, fn func(
 		if !inJournal[m.uuid] {
 			continue
 		}
-		if err := fn(m.uuid, decodeMetadata(m.metadata)); err != nil {
+		if err := fn(m.uuid, unackedMetadata(m.metadata)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func decodeMetadata(b []byte) message.Metadata {
-	md := message.Metadata{}
-	if err := json.Unmarshal(b, &md); err != nil {
-		return message.Metadata{}
-	}
+// unackedMetadata is b decoded, or empty when it does not decode.
+func unackedMetadata(b []byte) message.Metadata {
+	md, _ := decodeMetadata(b)
 	return md
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -473,14 +472,13 @@ func isClosed(c <-chan struct{}) bool {
 // handler that changed the payload must not alter what a redelivery carries.
 func (sub *subscription) message(m stored) (*message.Message, context.CancelFunc) {
 	msg := message.NewMessage(m.uuid, bytes.Clone(m.payload))
-	if err := json.Unmarshal([]byte(m.metadata), &msg.Metadata); err != nil {
+	md, err := decodeMetadata([]byte(m.metadata))
+	if err != nil {
 		// Delivering without metadata beats blocking the topic forever on a
 		// message that can never be decoded.
 		sub.logger.Error("sqlitebus: cannot decode metadata", err, watermill.LogFields{"uuid": m.uuid, "offset": m.offset})
 	}
-	if msg.Metadata == nil {
-		msg.Metadata = make(message.Metadata)
-	}
+	msg.Metadata = md
 	ctx, cancel := context.WithCancel(sub.ctx)
 	msg.SetContext(ctx)
 	return msg, cancel
