@@ -143,3 +143,49 @@ func BenchmarkSplitObject(b *testing.B) {
 		})
 	}
 }
+
+// validJSONSeeds are where a JSON scanner may disagree with encoding/json's: escapes of lone and
+// swapped surrogates, invalid UTF-8, repeated names, whitespace alone, a byte order mark, numbers
+// at their edges, control characters, documents after documents.
+var validJSONSeeds = []string{
+	`{"a":"\ud800"}`, `{"a":"\udc00\ud800"}`, "{\"a\":\"\xff\"}", "[\"\xc0\x80\"]", `{"a":1,"a":2}`, ` {} `, ``, `   `,
+	`{"a":1}{"b":2}`, `1e999`, `-0`, `-`, `01`, `1.`, `.5`, `1e`, `[1,]`, `{"a":1,}`, `"\u0000"`, "\"\x00\"", "\"\x1f\"",
+	"\xef\xbb\xbf{}", `{"a":tru}`, `nul`, `"\x"`, `"\u12"`, `[[[[[]]]]]`, `{"":""}`, "\t\n\r 1 \t\n\r",
+}
+
+// TestValidJSONAsEncodingJSON: validJSON answers what json.Valid answers.
+func TestValidJSONAsEncodingJSON(t *testing.T) {
+	for _, s := range append(validJSONSeeds, attestDataSeeds...) {
+		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("%q: %v, json.Valid %v", s, got, want)
+		}
+	}
+}
+
+// FuzzValidJSON: validJSON answers what json.Valid answers, for any bytes.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range append(validJSONSeeds, attestDataSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("%q: %v, json.Valid %v", b, got, want)
+		}
+	})
+}
+
+// BenchmarkValidJSON: validJSON against json.Valid on the bench's data_json.
+func BenchmarkValidJSON(b *testing.B) {
+	raw := []byte(`{"attestation_name":"smoke","is_compliant":true,"origin_url":"https://ci.example.com/run/1","user_data":{"pad":"` +
+		strings.Repeat("x", 800) + `"}}`)
+	for name, valid := range map[string]func([]byte) bool{"validJSON": validJSON, "encoding-json": json.Valid} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if !valid(raw) {
+					b.Fatal("not valid")
+				}
+			}
+		})
+	}
+}
