@@ -43,7 +43,7 @@ func checkObject(c checker, field string, raw json.RawMessage) {
 	}
 	// An object, without decoding it into a map only to drop it (a tenth of the cost of the
 	// attestation handler's repo_info check, which every CI attestation has).
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' || !validJSON(t) {
 		c[field] = notDictionary(raw)
 	}
 }

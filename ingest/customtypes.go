@@ -98,7 +98,7 @@ func customTypeVersionView(ver store.CustomTypeVersion) CustomTypeVersion {
 		ev = CustomTypeEvaluator{ContentType: "jq", Rules: ver.Rules}
 	}
 	schema := json.RawMessage(ver.Schema)
-	if !json.Valid(schema) { // stored schemas were compiled, so valid; guard the encoder anyway
+	if !validJSON(schema) { // stored schemas were compiled, so valid; guard the encoder anyway
 		schema = json.RawMessage(anyData)
 	}
 	return CustomTypeVersion{Version: ver.Version, Timestamp: ver.CreatedAt, CreatedBy: ver.CreatedBy, TypeSchema: schema,

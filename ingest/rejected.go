@@ -34,7 +34,7 @@ type RejectedMessageView struct {
 
 func rejectedView(m store.RejectedMessage) RejectedMessageView {
 	payload := json.RawMessage(m.Payload)
-	if !json.Valid(m.Payload) {
+	if !validJSON(m.Payload) {
 		payload, _ = json.Marshal(strings.ToValidUTF8(string(m.Payload), "\uFFFD")) // a string always encodes
 	}
 	return RejectedMessageView{ID: m.ID, Kind: m.Kind, PartitionKey: m.PartitionKey, Reason: m.Reason, Class: string(m.Class),

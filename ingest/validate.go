@@ -420,7 +420,7 @@ func checkedJSON() huma.Format {
 	return huma.Format{
 		Marshal: huma.DefaultJSONFormat.Marshal,
 		Unmarshal: func(data []byte, v any) error {
-			if !jsonTextOK(data) && json.Valid(data) {
+			if !jsonTextOK(data) && validJSON(data) {
 				return errBodyText
 			}
 			return json.Unmarshal(data, v)
