@@ -37,7 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&cfg.Apart, "apart", false, "also measure each tier alone: ingest with no evaluator, then the evaluator alone on that backlog")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured ingest phase and its drain (with --assert: of the environment-scope phase) to this file")
-	fs.StringVar(&cfg.ProfilePhase, "profile-phase", "", "the phase --cpuprofile covers: with --apart combined (default), ingest-alone or evaluator-alone; with --assert assert-mixed (the environment-scope phase otherwise)")
+	fs.StringVar(&cfg.ProfilePhase, "profile-phase", "", "the phase --cpuprofile covers: with --apart combined (default), ingest-alone or evaluator-alone; with --assert assert-mixed, writes-full or writes-half (the writers alone, back to back and at half that rate; the environment-scope phase otherwise)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

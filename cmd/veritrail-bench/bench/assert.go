@@ -226,7 +226,7 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 			contentType: "application/json; charset=utf-8", want: 200}
 		hammer(ctx, t, cfg.Concurrency, cfg.Warmup, nil)
 		stopProfile := func() {}
-		if ph.out == &res.Environment && cfg.ProfilePhase != ProfileAssertMixed { // the phase with the targets
+		if ph.out == &res.Environment && cfg.ProfilePhase == ProfileCombined { // the phase with the targets, unless another is named
 			if stopProfile, err = startProfile(cfg); err != nil {
 				return nil, err
 			}
@@ -269,14 +269,14 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 	if err := prepareBuilds(ctx, pr, cfg.Concurrency); err != nil {
 		return nil, err
 	}
-	if res.IngestCapacity, res.CapacityCPU, _, err = writeAlone(ctx, cfg, pr, fps, res.MixedWriters, 0); err != nil {
+	if res.IngestCapacity, res.CapacityCPU, _, err = writeAlone(ctx, cfg, pr, fps, res.MixedWriters, 0, ProfileWritesFull); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(cfg.Progress, "bench: ingest capacity, %d writers back to back, no reader: %.0f attestations/s, %.0f us of CPU each\n",
 		res.MixedWriters, res.IngestCapacity, res.CapacityCPU)
 	half := res.IngestCapacity / 2
 	halfEvery := time.Duration(float64(res.MixedWriters) * float64(time.Second) / half)
-	if res.HalfRate, res.HalfCPU, res.HalfCores, err = writeAlone(ctx, cfg, pr, fps, res.MixedWriters, halfEvery); err != nil {
+	if res.HalfRate, res.HalfCPU, res.HalfCores, err = writeAlone(ctx, cfg, pr, fps, res.MixedWriters, halfEvery, ProfileWritesHalf); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(cfg.Progress, "bench: ingest at half its capacity, no reader: %.0f attestations/s, %.0f us of CPU each, %.2f cores busy\n",
@@ -437,8 +437,8 @@ func assertWhileChanging(ctx context.Context, cfg Config, pr *product, url func(
 // writeAlone has writers report in the build trails with no reader beside them, each one every
 // interval or, with 0, back to back (the capacity the mixed phase loads ingest to half of), and
 // answers how many attestations a second were accepted, this process's CPU each and its cores
-// busy meanwhile.
-func writeAlone(ctx context.Context, cfg Config, pr *product, fps []string, writers int, interval time.Duration) (rate, cpuEach, cores float64, err error) {
+// busy meanwhile. The CPU profile covers it when cfg's profile phase is phase.
+func writeAlone(ctx context.Context, cfg Config, pr *product, fps []string, writers int, interval time.Duration, phase string) (rate, cpuEach, cores float64, err error) {
 	w, err := startWriters(ctx, pr, fps, true, writers, interval)
 	if err != nil {
 		return 0, 0, 0, err
@@ -450,6 +450,10 @@ func writeAlone(ctx context.Context, cfg Config, pr *product, fps []string, writ
 		}
 	}
 	wait(cfg.Warmup)
+	stopProfile, err := startProfileOf(cfg, phase)
+	if err != nil {
+		return 0, 0, 0, errors.Join(err, w.stop())
+	}
 	w.changes.Store(0)
 	began := time.Now()
 	cpu0, _ := processCPU()
@@ -457,6 +461,7 @@ func writeAlone(ctx context.Context, cfg Config, pr *product, fps []string, writ
 	n := w.changes.Load()
 	el := time.Since(began)
 	cpu1, cpuOK := processCPU()
+	stopProfile()
 	if err := w.stop(); err != nil {
 		return 0, 0, 0, err
 	}

@@ -90,20 +90,24 @@ const (
 	// ProfileAssertMixed is RunAssert's mixed phase (RunAssert profiles its environment-scope
 	// phase otherwise).
 	ProfileAssertMixed = "assert-mixed"
+	// ProfileWritesFull and ProfileWritesHalf are RunAssert's phases of writers alone, back to
+	// back and at half that rate: what the pipeline costs an attestation at each.
+	ProfileWritesFull = "writes-full"
+	ProfileWritesHalf = "writes-half"
 )
 
 func (c *Config) defaults() error {
 	switch c.ProfilePhase {
 	case "":
 		c.ProfilePhase = ProfileCombined
-	case ProfileCombined, ProfileAssertMixed:
+	case ProfileCombined, ProfileAssertMixed, ProfileWritesFull, ProfileWritesHalf:
 	case ProfileIngestAlone, ProfileEvaluatorAlone:
 		if !c.Apart {
 			return fmt.Errorf("bench: profile phase %q needs the tiers apart (--apart)", c.ProfilePhase)
 		}
 	default:
-		return fmt.Errorf("bench: unknown profile phase %q (want %s, %s, %s or %s)", c.ProfilePhase, ProfileCombined, ProfileIngestAlone, ProfileEvaluatorAlone,
-			ProfileAssertMixed)
+		return fmt.Errorf("bench: unknown profile phase %q (want %s, %s, %s, %s, %s or %s)", c.ProfilePhase, ProfileCombined, ProfileIngestAlone,
+			ProfileEvaluatorAlone, ProfileAssertMixed, ProfileWritesFull, ProfileWritesHalf)
 	}
 	if c.Duration <= 0 {
 		c.Duration = 10 * time.Second
