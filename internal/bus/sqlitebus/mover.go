@@ -30,7 +30,16 @@ func (st *dbState) readJournalPosition() (journalPosition, error) {
 
 // moveLinger is how long the mover lets appends gather before it moves them:
 // what a message waits before subscribers see it, once the journal was idle.
-const moveLinger = 2 * time.Millisecond
+// While messages come fast enough for it to gather several (movePace), it
+// lingers moveLingerLoaded instead: a move is one transaction of the bus's
+// database, and what it moved is what the evaluator's next batch holds, so
+// below full load a short linger made many small moves, each followed by a
+// batch of a few messages with two commits and an evaluation round of its own
+// (docs/PERFORMANCE.md, 2026-11-27 14:22-15:10).
+const (
+	moveLinger       = 2 * time.Millisecond
+	moveLingerLoaded = 10 * time.Millisecond
+)
 
 // moveLoop copies the journal into the table whenever it grows, until stop
 // is closed; then it moves what is left and returns. A failed move is retried
@@ -39,6 +48,7 @@ func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.L
 	retry := retrybackoff.New(10*time.Millisecond, 2*time.Second)
 	linger := time.NewTimer(moveLinger)
 	defer linger.Stop()
+	var pace movePace
 	for {
 		moved, err := st.moveJournal(j)
 		if err != nil {
@@ -55,47 +65,91 @@ func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.L
 			continue
 		}
 		retry.Reset()
+		if moved > 0 {
+			pace.add(moved, time.Now())
+		}
 		if j.full() {
-			if err := j.rotate(func() (bool, error) { return st.moveJournal(j) }); err != nil {
+			if err := j.rotate(func() (bool, error) { n, err := st.moveJournal(j); return n > 0, err }); err != nil {
 				logger.Error("sqlitebus: rotating the publish journal failed", err, nil)
 			}
 		}
-		if moved {
-			continue
+		if moved >= moveBatch {
+			continue // a backlog: move the rest at once
 		}
-		select {
-		case <-j.wake:
-			// Let appends gather: a move costs about as much for one message as
-			// for dozens, and under load the mover would otherwise chase every
-			// append with a transaction of its own.
-			linger.Reset(moveLinger)
+		if moved == 0 {
 			select {
-			case <-linger.C:
+			case <-j.wake:
 			case <-stop:
+				st.moveRest(j, logger)
+				return
 			}
+		}
+		// Let appends gather: a move costs about as much for one message as
+		// for dozens, and under load the mover would otherwise chase every
+		// append with a transaction of its own.
+		linger.Reset(pace.linger())
+		select {
+		case <-linger.C:
 		case <-stop:
-			for {
-				if moved, err := st.moveJournal(j); err != nil || !moved {
-					if err != nil {
-						logger.Error("sqlitebus: moving the publish journal at close failed; the next open moves the rest", err, nil)
-					}
-					return
-				}
-			}
+			st.moveRest(j, logger)
+			return
 		}
 	}
 }
 
+// moveRest moves what the journal holds when the bus closes.
+func (st *dbState) moveRest(j *journal, logger watermill.LoggerAdapter) {
+	for {
+		if moved, err := st.moveJournal(j); err != nil || moved == 0 {
+			if err != nil {
+				logger.Error("sqlitebus: moving the publish journal at close failed; the next open moves the rest", err, nil)
+			}
+			return
+		}
+	}
+}
+
+// movePace estimates how far apart messages are published, from the moves:
+// the time since the previous move over the messages this one moved, as a
+// moving average in which each move weighs a quarter (a quiet spell shows at
+// its first move).
+type movePace struct {
+	last time.Time
+	gap  time.Duration
+	seen int // moves counted, up to 2
+}
+
+func (p *movePace) add(moved int, now time.Time) {
+	switch p.seen {
+	case 0:
+		p.seen = 1
+	case 1:
+		p.gap, p.seen = now.Sub(p.last)/time.Duration(moved), 2
+	default:
+		p.gap += (now.Sub(p.last)/time.Duration(moved) - p.gap) / 4
+	}
+	p.last = now
+}
+
+// linger is moveLingerLoaded while messages come fast enough for it to gather
+// at least two, moveLinger otherwise.
+func (p *movePace) linger() time.Duration {
+	if p.seen == 2 && 2*p.gap <= moveLingerLoaded {
+		return moveLingerLoaded
+	}
+	return moveLinger
+}
+
 // moveJournal copies up to moveBatch messages from the front of the pending
 // journal into the table and records their end as moved, in one transaction.
-// It reports whether it moved anything.
-func (st *dbState) moveJournal(j *journal) (bool, error) {
+// It answers how many it moved.
+func (st *dbState) moveJournal(j *journal) (int, error) {
 	j.pmu.Lock()
 	chunks := slices.Clone(j.pending) // appends may reallocate j.pending; the chunks never change
 	headDone := j.headDone
 	j.pmu.Unlock()
 	if len(chunks) == 0 {
-		return false, nil
+		return 0, nil
 	}
 
 	var recs []journalRecord
@@ -108,7 +162,7 @@ func (st *dbState) moveJournal(j *journal) (bool, error) {
 		}
 		rec, n, ok := readRecord(c.data[off:])
 		if !ok { // checked when written or recovered: memory is damaged
-			return false, fmt.Errorf("journal record at offset %d does not decode", c.start+int64(off))
+			return 0, fmt.Errorf("journal record at offset %d does not decode", c.start+int64(off))
 		}
 		recs = append(recs, rec)
 		count += len(rec.msgs)
@@ -125,7 +179,7 @@ func (st *dbState) moveJournal(j *journal) (bool, error) {
 	}
 
 	if err := st.insertRecords(recs, epoch, moved); err != nil {
-		return false, err
+		return 0, err
 	}
 
 	consumed := off - headDone
@@ -147,7 +201,7 @@ func (st *dbState) moveJournal(j *journal) (bool, error) {
 			st.notify(r.topic)
 		}
 	}
-	return true, nil
+	return count, nil
 }
 
 // insertRecords inserts the messages of recs and sets the journal position,
