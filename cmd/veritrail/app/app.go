@@ -490,9 +490,9 @@ func logger(cfg Config) *slog.Logger {
 // two evaluators sharing the load the bench measured 0.49-0.63 database commits a 201 and 149-188
 // us of PostgreSQL CPU, against 0.38-0.43 and 125-160 us with this window (docs/PERFORMANCE.md,
 // 2026-11-27 12:32-12:50). It delays a message's apply, and so a read after it, by at most this
-// much, and only while messages come fast enough to fill it. The embedded evaluator's bus hands
-// over a window of messages and the next only after their acks, so there the window is the
-// bus's mover's (sqlitebus moveLingerLoaded), and the batches keep the linger alone.
+// much. The embedded evaluator's bus hands over a window of messages and the next only after
+// their acks, so a window there would only stall: its batches keep the linger alone, and the
+// bus's mover gathers messages instead (sqlitebus moveLingerLoaded).
 const distributedBatchWindow = 3 * time.Millisecond
 
 // EmbeddedBusConfig is the embedded bus of `veritrail serve`. One process owns it: a short

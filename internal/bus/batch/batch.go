@@ -37,11 +37,8 @@ type Config struct {
 	Linger time.Duration
 	// Window, when set, keeps a batch that has begun open for more messages until Window after
 	// its first one (or MaxBatch), however far apart they come, instead of closing it after
-	// Linger without one: fewer, larger handler calls when each costs a transaction and its
-	// commit, for up to Window of added delay. It holds a batch only while messages have been
-	// coming fast enough for the window to gather at least windowFill more (a moving average of
-	// the gaps between them): a message after a quiet spell, or one of a trickle, is handed over
-	// after Linger as without a window, since waiting would gather nothing.
+	// Linger without one: fewer, larger handler calls when each costs round trips of its own
+	// (a PostgreSQL transaction), for up to Window of added delay.
 	Window time.Duration
 	// MaxRetries is how often the unfinished rest of a batch is retried in
 	// place, with a jittered backoff doubling from InitialInterval (default
@@ -83,7 +80,6 @@ func Consume(ctx context.Context, msgs <-chan *message.Message, cfg Config, h Ha
 	linger := time.NewTimer(cfg.Linger)
 	defer linger.Stop()
 	batch := make([]*message.Message, 0, cfg.MaxBatch)
-	var gaps arrivals
 	for {
 		batch = batch[:0]
 		select {
@@ -97,10 +93,7 @@ func Consume(ctx context.Context, msgs <-chan *message.Message, cfg Config, h Ha
 		}
 		var closes time.Time // when the batch closes, with a Window
 		if cfg.Window > 0 {
-			now := time.Now()
-			if gaps.add(now); gaps.fills(cfg.Window) {
-				closes = now.Add(cfg.Window)
-			}
+			closes = time.Now().Add(cfg.Window)
 		}
 		open := true
 	collect:
@@ -112,9 +105,6 @@ func Consume(ctx context.Context, msgs <-chan *message.Message, cfg Config, h Ha
 					break collect
 				}
 				batch = append(batch, m)
-				if cfg.Window > 0 {
-					gaps.add(time.Now())
-				}
 				continue
 			default:
 			}
@@ -132,9 +122,6 @@ func Consume(ctx context.Context, msgs <-chan *message.Message, cfg Config, h Ha
 					break collect
 				}
 				batch = append(batch, m)
-				if cfg.Window > 0 {
-					gaps.add(time.Now())
-				}
 			case <-linger.C:
 				break collect
 			case <-ctx.Done():
@@ -146,36 +133,6 @@ func Consume(ctx context.Context, msgs <-chan *message.Message, cfg Config, h Ha
 			return
 		}
 	}
-}
-
-// windowFill is how many more messages a Window must be expected to gather for a batch to be
-// held open for it.
-const windowFill = 2
-
-// arrivals estimates how far apart messages come: the first gap, then a moving average in
-// which each new gap weighs an eighth, so that a steady rate shows within a few dozen messages
-// and a quiet spell at once.
-type arrivals struct {
-	last time.Time
-	gap  time.Duration
-	seen int // messages counted, up to 2
-}
-
-func (a *arrivals) add(now time.Time) {
-	switch a.seen {
-	case 0:
-		a.seen = 1
-	case 1:
-		a.gap, a.seen = now.Sub(a.last), 2
-	default:
-		a.gap += (now.Sub(a.last) - a.gap) / 8
-	}
-	a.last = now
-}
-
-// fills reports whether messages have come fast enough for window to gather windowFill more.
-func (a *arrivals) fills(window time.Duration) bool {
-	return a.seen == 2 && a.gap*windowFill <= window
 }
 
 // process runs h over batch until every message is acked, or nacks the rest
