@@ -35,7 +35,7 @@ func (st *dbState) readJournalPosition() (journalPosition, error) {
 // database, and what it moved is what the evaluator's next batch holds, so
 // below full load a short linger made many small moves, each followed by a
 // batch of a few messages with two commits and an evaluation round of its own
-// (docs/PERFORMANCE.md, 2026-11-27 14:22-15:10).
+// (docs/PERFORMANCE.md, 2026-11-27 14:20-15:21).
 const (
 	moveLinger       = 2 * time.Millisecond
 	moveLingerLoaded = 10 * time.Millisecond
