@@ -30,8 +30,9 @@ func (st *dbState) readJournalPosition() (journalPosition, error) {
 
 // moveLinger is how long the mover lets appends gather before it moves them:
 // what a message waits before subscribers see it, once the journal was idle.
-// While messages come fast enough for it to gather several (movePace), it
-// lingers moveLingerLoaded instead: a move is one transaction of the bus's
+// While Publish calls come fast enough for it to gather several (the moving
+// average of their gaps that the publishers' group commit keeps), it lingers
+// moveLingerLoaded instead: a move is one transaction of the bus's
 // database, and what it moved is what the evaluator's next batch holds, so
 // below full load a short linger made many small moves, each followed by a
 // batch of a few messages with two commits and an evaluation round of its own
@@ -48,7 +49,6 @@ func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.L
 	retry := retrybackoff.New(10*time.Millisecond, 2*time.Second)
 	linger := time.NewTimer(moveLinger)
 	defer linger.Stop()
-	var pace movePace
 	for {
 		moved, err := st.moveJournal(j)
 		if err != nil {
@@ -65,9 +65,6 @@ func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.L
 			continue
 		}
 		retry.Reset()
-		if moved > 0 {
-			pace.add(moved, time.Now())
-		}
 		if j.full() {
 			if err := j.rotate(func() (bool, error) { n, err := st.moveJournal(j); return n > 0, err }); err != nil {
 				logger.Error("sqlitebus: rotating the publish journal failed", err, nil)
@@ -87,7 +84,7 @@ func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.L
 		// Let appends gather: a move costs about as much for one message as
 		// for dozens, and under load the mover would otherwise chase every
 		// append with a transaction of its own.
-		linger.Reset(pace.linger())
+		linger.Reset(moveLingerFor(st.publishGap()))
 		select {
 		case <-linger.C:
 		case <-stop:
@@ -109,32 +106,10 @@ func (st *dbState) moveRest(j *journal, logger watermill.LoggerAdapter) {
 	}
 }
 
-// movePace estimates how far apart messages are published, from the moves:
-// the time since the previous move over the messages this one moved, as a
-// moving average in which each move weighs a quarter (a quiet spell shows at
-// its first move).
-type movePace struct {
-	last time.Time
-	gap  time.Duration
-	seen int // moves counted, up to 2
-}
-
-func (p *movePace) add(moved int, now time.Time) {
-	switch p.seen {
-	case 0:
-		p.seen = 1
-	case 1:
-		p.gap, p.seen = now.Sub(p.last)/time.Duration(moved), 2
-	default:
-		p.gap += (now.Sub(p.last)/time.Duration(moved) - p.gap) / 4
-	}
-	p.last = now
-}
-
-// linger is moveLingerLoaded while messages come fast enough for it to gather
-// at least two, moveLinger otherwise.
-func (p *movePace) linger() time.Duration {
-	if p.seen == 2 && 2*p.gap <= moveLingerLoaded {
+// moveLingerFor is moveLingerLoaded while Publish calls come gap apart on
+// average, close enough for it to gather at least two, moveLinger otherwise.
+func moveLingerFor(gap time.Duration) time.Duration {
+	if 2*gap <= moveLingerLoaded {
 		return moveLingerLoaded
 	}
 	return moveLinger

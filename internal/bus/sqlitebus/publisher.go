@@ -120,12 +120,8 @@ type publishReq struct {
 // for more to join, or until lingerGroup have. A call after a quiet spell
 // does not wait: one gap eight times the linger lifts the average above it.
 func (st *dbState) commitPublish(r *publishReq) error {
-	now := time.Now()
 	st.pubMu.Lock()
-	if !st.pubLast.IsZero() {
-		st.pubGap += (now.Sub(st.pubLast) - st.pubGap) / 8
-	}
-	st.pubLast = now
+	st.notePublish(time.Now())
 	st.pubQueue = append(st.pubQueue, r)
 	lead := !st.pubLeading
 	st.pubLeading = true
@@ -141,6 +137,24 @@ func (st *dbState) commitPublish(r *publishReq) error {
 		st.lead(r.linger)
 	}
 	return <-r.done
+}
+
+// notePublish adds a Publish call at now to the moving average of the gaps
+// between calls, which the leader's linger and the journal mover's read. The
+// caller holds pubMu.
+func (st *dbState) notePublish(now time.Time) {
+	if !st.pubLast.IsZero() {
+		st.pubGap += (now.Sub(st.pubLast) - st.pubGap) / 8
+	}
+	st.pubLast = now
+}
+
+// publishGap is the moving average of the gaps between Publish calls
+// (notePublish).
+func (st *dbState) publishGap() time.Duration {
+	st.pubMu.Lock()
+	defer st.pubMu.Unlock()
+	return st.pubGap
 }
 
 func (st *dbState) lead(linger time.Duration) {
