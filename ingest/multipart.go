@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // form is a parsed multipart body: JSON parts by name and file parts by name. The Kosli CLI
@@ -99,14 +97,6 @@ func parseForm(contentType string, body []byte, fileParts []string, maxFile, max
 
 func repeatedPart(name string) *Error {
 	return fieldError(name, "Part given more than once; send one part named '%s'", name)
-}
-
-// validJSON is json.Valid (repeated names and invalid UTF-8 are syntax it accepts) on
-// go-json-experiment's scanner, which checks a 1 KB body in a quarter of the time
-// (BenchmarkValidJSON); TestValidJSONAsEncodingJSON and FuzzValidJSON hold the two to one
-// answer. Every JSON check of ingest goes through it.
-func validJSON(raw []byte) bool {
-	return jsontext.Value(raw).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 }
 
 // decodeJSONDoc is decodeJSONPart for a document the request gives whole (a part, not a value
