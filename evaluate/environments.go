@@ -348,7 +348,8 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if err := tx.SetRunning(ctx, e.OrgID, env.ID, gone, started); err != nil {
 		return false, err
 	}
-	if err := settleMarks(ctx, tx, env, marks, verdicts, started); err != nil {
+	startedInTx := startedStillRunning(started, pj.latest.startedEarlier(tx, env.ID), annotated)
+	if err := settleMarks(ctx, tx, env, marks, verdicts, startedInTx); err != nil {
 		return false, err
 	}
 	if pj.rejudges != nil && len(policies) > 0 && len(started) > 0 {
@@ -372,8 +373,31 @@ func recordRunningSet(ctx context.Context, tx store.Tx, pj *policyJudge, e *cont
 	if last != nil {
 		taken = last.taken // what it carried over was read then
 	}
-	pj.latest.stage(tx, env.ID, &latestSnapshot{taken: taken, index: index, digest: digest, running: annotated, arts: arts, docs: docs})
+	pj.latest.stage(tx, env.ID, &latestSnapshot{taken: taken, index: index, digest: digest, running: annotated, arts: arts, docs: docs}, startedInTx)
 	return true, nil
+}
+
+// startedStillRunning answers the fingerprints a snapshot started (started) and those that
+// snapshots of the same environment written earlier in its transaction started (earlier) and it
+// still runs (annotated).
+func startedStillRunning(started []store.Running, earlier []string, annotated []snapshot.Running) []string {
+	out := make([]string, 0, len(started)+len(earlier))
+	for _, r := range started {
+		out = append(out, r.Fingerprint)
+	}
+	if len(earlier) == 0 {
+		return out
+	}
+	running := make(map[string]bool, len(annotated))
+	for _, a := range annotated {
+		running[a.Fingerprint] = true
+	}
+	for _, fp := range earlier {
+		if running[fp] && !slices.Contains(out, fp) {
+			out = append(out, fp)
+		}
+	}
+	return out
 }
 
 // previousSnapshot answers the running set of env's latest snapshot and the index of the next
@@ -443,13 +467,15 @@ func snapshotArtifacts(annotated []snapshot.Running, last *latestSnapshot, from 
 // settleMarks clears the marks a new snapshot read (the artifacts they name were taken anew),
 // and marks for the next snapshot to take anew again:
 //   - the artifacts whose verdict failed, so that it judges them again;
-//   - the artifacts that started running here. A change of their evidence committed beside
-//     this transaction (another evaluator, on PostgreSQL) is marked where they run once it
-//     committed (store.RunningChanges); while this transaction has not committed, the running
-//     index does not hold them there, so it marks nothing here, and what this snapshot read of
-//     them may be older than that change.
+//   - the artifacts that started running here in this transaction (started: this snapshot's,
+//     and those of snapshots before it in the same batch that still run). A change of their
+//     evidence committed beside this transaction (another evaluator, on PostgreSQL) is marked
+//     where they run once it committed (store.RunningChanges); while this transaction has not
+//     committed, the running index does not hold them there, so it marks nothing here, and what
+//     this snapshot read of them may be older than that change. A later snapshot in the same
+//     transaction reads and clears the marks an earlier one wrote, so it writes them again.
 func settleMarks(ctx context.Context, tx store.Tx, env *store.Environment, marks []store.RunningChange, verdicts []store.Verdict,
-	started []store.Running) error {
+	started []string) error {
 	ids := make([]int64, len(marks))
 	for i, m := range marks {
 		ids[i] = m.ID
@@ -457,10 +483,7 @@ func settleMarks(ctx context.Context, tx store.Tx, env *store.Environment, marks
 	if err := tx.ClearRunningChanges(ctx, ids); err != nil {
 		return err
 	}
-	again := make([]string, 0, len(started))
-	for _, r := range started {
-		again = append(again, r.Fingerprint)
-	}
+	again := slices.Clip(started)
 	for _, v := range verdicts {
 		if v.Failed {
 			again = append(again, v.Fingerprint)

@@ -23,6 +23,9 @@ type latestSnapshots struct {
 	// staged are the snapshots written by transactions still open, by transaction: a batch
 	// that applies several reports of an environment starts each from the one before it.
 	staged map[store.Tx]map[string]*latestSnapshot
+	// startedInTx are, by transaction still open and environment, the fingerprints the
+	// snapshots it wrote started and the latest of them still runs (settleMarks).
+	startedInTx map[store.Tx]map[string][]string
 	// arrays lends the buffers new snapshots' documents are joined in (joinArray), which the
 	// store keeps nothing of: half a megabyte a 1,000-artifact snapshot otherwise allocates.
 	arrays sync.Pool
@@ -53,7 +56,7 @@ const latestMaxAge = 10 * time.Minute
 
 func newLatestSnapshots(budget int) *latestSnapshots {
 	return &latestSnapshots{byEnv: newWeightedLRU(budget, func(s *latestSnapshot) int { return max(len(s.arts), 1) }),
-		now: time.Now, staged: map[store.Tx]map[string]*latestSnapshot{}}
+		now: time.Now, staged: map[store.Tx]map[string]*latestSnapshot{}, startedInTx: map[store.Tx]map[string][]string{}}
 }
 
 // get answers env's latest snapshot as tx sees it if it is the one at index with digest.
@@ -70,12 +73,14 @@ func (l *latestSnapshots) get(tx store.Tx, envID string, index int, digest []byt
 	return s, true
 }
 
-// stage keeps s as env's latest snapshot for the rest of tx, and for everyone once tx commits.
-func (l *latestSnapshots) stage(tx store.Tx, envID string, s *latestSnapshot) {
+// stage keeps s as env's latest snapshot for the rest of tx, and for everyone once tx commits,
+// and started as the fingerprints tx's snapshots of env started and s still runs.
+func (l *latestSnapshots) stage(tx store.Tx, envID string, s *latestSnapshot, started []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.staged[tx] == nil {
 		l.staged[tx] = map[string]*latestSnapshot{}
+		l.startedInTx[tx] = map[string][]string{}
 		tx.OnCommit(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -83,12 +88,23 @@ func (l *latestSnapshots) stage(tx store.Tx, envID string, s *latestSnapshot) {
 				l.byEnv.Put(env, s)
 			}
 			delete(l.staged, tx)
+			delete(l.startedInTx, tx)
 		})
 		tx.OnRollback(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			delete(l.staged, tx)
+			delete(l.startedInTx, tx)
 		})
 	}
 	l.staged[tx][envID] = s
+	l.startedInTx[tx][envID] = started
+}
+
+// startedEarlier answers the fingerprints that snapshots of env written earlier in tx started
+// and the latest of them still runs.
+func (l *latestSnapshots) startedEarlier(tx store.Tx, envID string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.startedInTx[tx][envID]
 }

@@ -344,3 +344,29 @@ func TestStartedArtifactTakenAnewNextTime(t *testing.T) {
 		}
 	}
 }
+
+// TestStartedInBatchTakenAnewNextTime: the same race when one batch (one transaction) applies
+// two reports of the environment, the first starting the artifacts and the second still
+// running them. The second snapshot reads and clears the first one's marks, but the change
+// beside the transaction still marked nothing here, since the running index holds the started
+// artifacts only once the transaction commits; the next transaction's snapshot must take them
+// anew all the same.
+func TestStartedInBatchTakenAnewNextTime(t *testing.T) {
+	f := newEnvFixture(t, 2)
+	f.evaluateTrail(t, "t1")
+	msgs := []*message.Message{f.message(t, runningApps(0, 1)), f.message(t, runningApps(0, 1, 9))}
+	if n, err := f.ev.HandleBatch(context.Background(), msgs); err != nil || n != len(msgs) {
+		t.Fatalf("HandleBatch = %d, %v", n, err)
+	}
+	f.saveUnmarked(t)
+	f.running2(t, "")
+	states := f.states(t)
+	if len(states) != 2 {
+		t.Fatalf("states %v, want app-0's and app-1's", states)
+	}
+	for name, state := range states {
+		if state != "NON-COMPLIANT" {
+			t.Errorf("%s, started in the batch before: %s, want NON-COMPLIANT", name, state)
+		}
+	}
+}
