@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,6 +38,11 @@ func runHarness(t *testing.T, cfg Config) *Report {
 		t.Errorf("%s", b.String())
 		for _, e := range rep.UnexpectedExits {
 			t.Logf("log of %s (start %d), tail:\n%s", e.Process, e.Start, e.LogTail)
+		}
+		// The work directory goes with the test: keep what the processes logged in its output.
+		logs, _ := filepath.Glob(filepath.Join(cfg.Dir, "logs", "*.log"))
+		for _, path := range logs {
+			t.Logf("%s, last 20 KB:\n%s", filepath.Base(path), tailOf(path, 20<<10))
 		}
 	} else {
 		t.Logf("%s", b.String())
