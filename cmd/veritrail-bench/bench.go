@@ -37,6 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&cfg.Apart, "apart", false, "also measure each tier alone: ingest with no evaluator, then the evaluator alone on that backlog")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured ingest phase and its drain (with --assert: of the environment-scope phase) to this file")
+	execTrace := fs.String("trace", "", "write an execution trace (go tool trace) of the phase --cpuprofile would cover to this file")
 	fs.StringVar(&cfg.ProfilePhase, "profile-phase", "", "the phase --cpuprofile covers: with --apart combined (default), ingest-alone or evaluator-alone; with --assert assert-mixed, writes-full or writes-half (the writers alone, back to back and at half that rate; the environment-scope phase otherwise)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,6 +53,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer f.Close()
 		cfg.CPUProfile = f
+	}
+	if *execTrace != "" {
+		f, err := os.Create(*execTrace)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer f.Close()
+		cfg.ExecTrace = f
 	}
 	var res interface{ WriteTable(io.Writer) error }
 	var err error

@@ -56,6 +56,9 @@ type Config struct {
 	// CPUProfile, when set, receives a CPU profile of the measured ingest phase and its drain,
 	// or of the phase ProfilePhase names.
 	CPUProfile io.Writer
+	// ExecTrace, when set, receives an execution trace (runtime/trace) of the same phase as
+	// CPUProfile: where the goroutines of a slow request waited.
+	ExecTrace io.Writer
 	// ProfilePhase picks the phase CPUProfile covers in Run: ProfileCombined (default),
 	// ProfileIngestAlone or ProfileEvaluatorAlone (the last two need Apart).
 	ProfilePhase string

@@ -12,6 +12,7 @@ import (
 	"net/textproto"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,15 +201,30 @@ func startProfileOf(cfg Config, phase string) (stop func(), err error) {
 	return startProfile(cfg)
 }
 
-// startProfile starts the CPU profile when one was asked for; stop ends it (a no-op without).
+// startProfile starts the CPU profile and the execution trace that were asked for; stop ends
+// them (a no-op without).
 func startProfile(cfg Config) (stop func(), err error) {
-	if cfg.CPUProfile == nil {
-		return func() {}, nil
+	stops := []func(){}
+	if cfg.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
+			return nil, fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		stops = append(stops, pprof.StopCPUProfile)
 	}
-	if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
-		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	if cfg.ExecTrace != nil {
+		if err := trace.Start(cfg.ExecTrace); err != nil {
+			for _, f := range stops {
+				f()
+			}
+			return nil, fmt.Errorf("bench: execution trace: %w", err)
+		}
+		stops = append(stops, trace.Stop)
 	}
-	return pprof.StopCPUProfile, nil
+	return func() {
+		for _, f := range stops {
+			f()
+		}
+	}, nil
 }
 
 // measure runs the measured load while following the evaluator's progress until it applied
