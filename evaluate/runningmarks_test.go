@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/veritrail/veritrail/internal/contract"
 	"github.com/veritrail/veritrail/internal/store"
 )
@@ -60,6 +62,89 @@ func TestPostgresChangeDuringStartIsSeen(t *testing.T) {
 	if c := arts[0].Compliant; c == nil || *c {
 		t.Errorf("the latest snapshot shows app-0 compliant or unknown, want non-compliant")
 	}
+}
+
+// TestPostgresChangeDuringBatchStartIsSeen: the same race when one batch applies two reports of
+// the environment, the first starting the artifact and the second still running it, and the
+// save commits (and marks where the running index says the artifact runs: nowhere yet) after
+// both read the evidence and before the batch commits. The second snapshot read and cleared
+// the first one's marks; the snapshot after the batch must take the artifact anew all the same.
+func TestPostgresChangeDuringBatchStartIsSeen(t *testing.T) {
+	st, _, _ := openPostgres(t)
+	ctx := context.Background()
+	f := newEnvFixtureOn(t, st, 1) // artifact fp(0), reported in trail t1
+	f.evaluateTrail(t, "t1")
+	trail, err := st.TrailByName(ctx, "flow-1", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooked := &beforeCommit{Store: st}
+	if f.ev, err = New(Config{}, Deps{Store: hooked, Engine: f.ev.d.Engine}); err != nil {
+		t.Fatal(err)
+	}
+	app := func(instances int) func(*contract.Envelope) {
+		items := make([]contract.RunningInstance, instances)
+		for i := range items {
+			items[i] = contract.RunningInstance{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: float64(1 + i)}
+		}
+		return runningIn(items...)
+	}
+	f.handle(t, runningIn()) // env-1's first snapshot: nothing runs
+
+	commit := f.saveBeside(t, trail.ID)
+	var committed error
+	hooked.set(func() { committed = commit() })
+	msgs := []*message.Message{f.message(t, app(1)), f.message(t, app(2))}
+	if n, err := f.ev.HandleBatch(ctx, msgs); err != nil || n != len(msgs) {
+		t.Fatalf("HandleBatch = %d, %v", n, err)
+	}
+	if committed != nil {
+		t.Fatal(committed)
+	}
+	if hooked.set(nil) {
+		t.Fatal("the batch did not run as one transaction: the save never committed inside it")
+	}
+	f.handle(t, app(3))
+	_, arts := f.latest(t, "env-1")
+	if len(arts) != 1 || len(arts[0].Flows) != 1 {
+		t.Fatalf("latest snapshot: %+v, want app-0 with one trail", arts)
+	}
+	if got := arts[0].Flows[0].State; got != "NON_COMPLIANT" {
+		t.Errorf("the snapshot after the batch shows app-0's trail %s, want NON_COMPLIANT (the change committed before it)", got)
+	}
+}
+
+// beforeCommit is a store whose next write transaction runs a hook once its work is done and
+// before it commits.
+type beforeCommit struct {
+	store.Store
+	mu   sync.Mutex
+	hook func()
+}
+
+// set makes f the hook and reports whether one was pending.
+func (b *beforeCommit) set(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pending := b.hook != nil
+	b.hook = f
+	return pending
+}
+
+func (b *beforeCommit) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return b.Store.Update(ctx, func(tx store.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		b.mu.Lock()
+		h := b.hook
+		b.hook = nil
+		b.mu.Unlock()
+		if h != nil {
+			h()
+		}
+		return nil
+	})
 }
 
 // TestPostgresVerdictAfterConcurrentSave: the same race, in an environment with policies. The
