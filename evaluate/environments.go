@@ -388,12 +388,17 @@ func startedStillRunning(started []store.Running, earlier []string, annotated []
 	if len(earlier) == 0 {
 		return out
 	}
+	// Sets, not scans: a batch may start a thousand artifacts in one environment.
 	running := make(map[string]bool, len(annotated))
 	for _, a := range annotated {
 		running[a.Fingerprint] = true
 	}
+	for _, fp := range out {
+		running[fp] = false // started here: listed already
+	}
 	for _, fp := range earlier {
-		if running[fp] && !slices.Contains(out, fp) {
+		if running[fp] {
+			running[fp] = false
 			out = append(out, fp)
 		}
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/veritrail/veritrail/internal/contract"
+	"github.com/veritrail/veritrail/internal/snapshot"
 	"github.com/veritrail/veritrail/internal/store"
 	"github.com/veritrail/veritrail/policies/template"
 )
@@ -367,6 +369,37 @@ func TestStartedInBatchTakenAnewNextTime(t *testing.T) {
 	for name, state := range states {
 		if state != "NON-COMPLIANT" {
 			t.Errorf("%s, started in the batch before: %s, want NON-COMPLIANT", name, state)
+		}
+	}
+}
+
+func TestStartedStillRunning(t *testing.T) {
+	run := func(fps ...string) []snapshot.Running {
+		out := make([]snapshot.Running, len(fps))
+		for i, fp := range fps {
+			out[i] = snapshot.Running{Name: "app-" + fp, Fingerprint: fp}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		started   []string
+		earlier   []string
+		annotated []snapshot.Running
+		want      []string
+	}{
+		{"only this snapshot's", []string{"a"}, nil, run("a", "b"), []string{"a"}},
+		{"earlier ones still running", nil, []string{"a", "b"}, run("a", "b", "c"), []string{"a", "b"}},
+		{"earlier ones stopped since", nil, []string{"a", "b"}, run("b"), []string{"b"}},
+		{"started again: once", []string{"a"}, []string{"a", "b"}, run("a", "b"), []string{"a", "b"}},
+		{"earlier listed twice: once", nil, []string{"b", "b"}, run("b"), []string{"b"}},
+	} {
+		started := make([]store.Running, len(tc.started))
+		for i, fp := range tc.started {
+			started[i] = store.Running{Fingerprint: fp}
+		}
+		if got := startedStillRunning(started, tc.earlier, tc.annotated); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
