@@ -30,16 +30,19 @@ func (st *dbState) readJournalPosition() (journalPosition, error) {
 
 // moveLinger is how long the mover lets appends gather before it moves them:
 // what a message waits before subscribers see it, once the journal was idle.
-// While Publish calls come fast enough for it to gather several (the moving
-// average of their gaps that the publishers' group commit keeps), it lingers
+// While Publish calls come moveLoadedGap apart or closer (the moving average
+// of their gaps that the publishers' group commit keeps), it lingers
 // moveLingerLoaded instead: a move is one transaction of the bus's
 // database, and what it moved is what the evaluator's next batch holds, so
 // below full load a short linger made many small moves, each followed by a
-// batch of a few messages with two commits and an evaluation round of its own
-// (docs/PERFORMANCE.md, 2026-11-27 14:20-15:21).
+// batch of a few messages with two commits and an evaluation round of its own.
+// 10 ms instead of 2 cost 407 against 444 us an attestation at half capacity;
+// 25 ms instead of 10 cost 343-350 against 451-459 us (docs/PERFORMANCE.md,
+// 2026-11-27 14:20-15:21 and 19:00-19:05).
 const (
 	moveLinger       = 2 * time.Millisecond
-	moveLingerLoaded = 10 * time.Millisecond
+	moveLoadedGap    = 5 * time.Millisecond
+	moveLingerLoaded = 25 * time.Millisecond
 )
 
 // moveLoop copies the journal into the table whenever it grows, until stop
@@ -107,9 +110,9 @@ func (st *dbState) moveRest(j *journal, logger watermill.LoggerAdapter) {
 }
 
 // moveLingerFor is moveLingerLoaded while Publish calls come gap apart on
-// average, close enough for it to gather at least two, moveLinger otherwise.
+// average, moveLoadedGap or closer, and moveLinger otherwise.
 func moveLingerFor(gap time.Duration) time.Duration {
-	if 2*gap <= moveLingerLoaded {
+	if gap <= moveLoadedGap {
 		return moveLingerLoaded
 	}
 	return moveLinger

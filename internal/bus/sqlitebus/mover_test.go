@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// The mover lingers longer only while Publish calls come fast enough for the longer linger to
-// gather at least two: not before it knows a rate, not for a trickle, and not after a quiet
-// spell. The rate is the publishers' moving average of the gaps between calls.
+// The mover lingers longer only while Publish calls come at least every moveLoadedGap: not
+// before it knows a rate, not for a trickle, and not after a quiet spell. The rate is the
+// publishers' moving average of the gaps between calls.
 func TestMoveLinger(t *testing.T) {
 	st := &dbState{pubGap: time.Hour} // as Hub.state makes it
 	linger := func() time.Duration { return moveLingerFor(st.publishGap()) }
@@ -32,12 +32,21 @@ func TestMoveLinger(t *testing.T) {
 		t.Errorf("after a quiet second (gap %v): linger %v, want %v", st.pubGap, got, moveLinger)
 	}
 
-	trickle := &dbState{pubGap: time.Hour}
-	for range 20 { // one every 50 ms
-		at = at.Add(50 * time.Millisecond)
-		trickle.notePublish(at)
-	}
-	if got := moveLingerFor(trickle.publishGap()); got != moveLinger {
-		t.Errorf("a trickle (gap %v): linger %v, want %v", trickle.pubGap, got, moveLinger)
+	for _, tc := range []struct {
+		every time.Duration
+		want  time.Duration
+	}{
+		{50 * time.Millisecond, moveLinger},                  // a trickle
+		{8 * time.Millisecond, moveLinger},                   // 125 a second: a message waits 2 ms, not 25
+		{moveLoadedGap - time.Millisecond, moveLingerLoaded}, // 250 a second
+	} {
+		st := &dbState{pubGap: time.Hour}
+		for range 300 { // the average forgets the hour it starts from
+			at = at.Add(tc.every)
+			st.notePublish(at)
+		}
+		if got := moveLingerFor(st.publishGap()); got != tc.want {
+			t.Errorf("a publish every %v (gap %v): linger %v, want %v", tc.every, st.pubGap, got, tc.want)
+		}
 	}
 }
