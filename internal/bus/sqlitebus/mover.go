@@ -37,8 +37,8 @@ func (st *dbState) readJournalPosition() (journalPosition, error) {
 // below full load a short linger made many small moves, each followed by a
 // batch of a few messages with two commits and an evaluation round of its own.
 // 10 ms instead of 2 cost 407 against 444 us an attestation at half capacity;
-// 25 ms instead of 10 cost 343-350 against 451-459 us (docs/PERFORMANCE.md,
-// 2026-11-27 14:20-15:21 and 19:00-19:05).
+// 25 ms instead of 10 cost 317-350 against 328-459 us in four alternating pairs
+// (docs/PERFORMANCE.md, 2026-11-27 14:20-15:21 and 19:00-19:14).
 const (
 	moveLinger       = 2 * time.Millisecond
 	moveLoadedGap    = 5 * time.Millisecond
