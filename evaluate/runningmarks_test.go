@@ -30,14 +30,7 @@ func TestPostgresChangeDuringStartIsSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := func(instances int) func(*contract.Envelope) {
-		items := make([]contract.RunningInstance, instances)
-		for i := range items {
-			items[i] = contract.RunningInstance{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: float64(1 + i)}
-		}
-		return runningIn(items...)
-	}
-	f.handle(t, app(1))
+	f.handle(t, app0(1))
 	f.handle(t, runningIn()) // app-0 stopped: the next report starts it again
 	if _, arts := f.latest(t, "env-1"); len(arts) != 0 {
 		t.Fatalf("%d artifacts run, want none", len(arts))
@@ -46,20 +39,17 @@ func TestPostgresChangeDuringStartIsSeen(t *testing.T) {
 	// The save: the trail turns non-compliant, and its artifact's environments are marked,
 	// while app-0 runs nowhere yet. It commits only once two snapshots are applied.
 	commit := f.saveBeside(t, trail.ID)
-	f.handle(t, app(1)) // starts app-0, reading the evidence from before the change
-	f.handle(t, app(2)) // takes app-0 anew, as started ones are, still before the change
+	f.handle(t, app0(1)) // starts app-0, reading the evidence from before the change
+	f.handle(t, app0(2)) // takes app-0 anew, as started ones are, still before the change
 	if err := commit(); err != nil {
 		t.Fatal(err)
 	}
-	f.handle(t, app(3))
-	_, arts := f.latest(t, "env-1")
-	if len(arts) != 1 || len(arts[0].Flows) != 1 {
-		t.Fatalf("latest snapshot: %+v, want app-0 with one trail", arts)
-	}
-	if got := arts[0].Flows[0].State; got != "NON_COMPLIANT" {
+	f.handle(t, app0(3))
+	a := f.latestApp0(t)
+	if got := a.Flows[0].State; got != "NON_COMPLIANT" {
 		t.Errorf("the latest snapshot shows app-0's trail %s, want NON_COMPLIANT (the change committed before it)", got)
 	}
-	if c := arts[0].Compliant; c == nil || *c {
+	if c := a.Compliant; c == nil || *c {
 		t.Errorf("the latest snapshot shows app-0 compliant or unknown, want non-compliant")
 	}
 }
@@ -82,19 +72,12 @@ func TestPostgresChangeDuringBatchStartIsSeen(t *testing.T) {
 	if f.ev, err = New(Config{}, Deps{Store: hooked, Engine: f.ev.d.Engine}); err != nil {
 		t.Fatal(err)
 	}
-	app := func(instances int) func(*contract.Envelope) {
-		items := make([]contract.RunningInstance, instances)
-		for i := range items {
-			items[i] = contract.RunningInstance{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: float64(1 + i)}
-		}
-		return runningIn(items...)
-	}
 	f.handle(t, runningIn()) // env-1's first snapshot: nothing runs
 
 	commit := f.saveBeside(t, trail.ID)
 	var committed error
 	hooked.set(func() { committed = commit() })
-	msgs := []*message.Message{f.message(t, app(1)), f.message(t, app(2))}
+	msgs := []*message.Message{f.message(t, app0(1)), f.message(t, app0(2))}
 	if n, err := f.ev.HandleBatch(ctx, msgs); err != nil || n != len(msgs) {
 		t.Fatalf("HandleBatch = %d, %v", n, err)
 	}
@@ -104,14 +87,30 @@ func TestPostgresChangeDuringBatchStartIsSeen(t *testing.T) {
 	if hooked.set(nil) {
 		t.Fatal("the batch did not run as one transaction: the save never committed inside it")
 	}
-	f.handle(t, app(3))
+	f.handle(t, app0(3))
+	if got := f.latestApp0(t).Flows[0].State; got != "NON_COMPLIANT" {
+		t.Errorf("the snapshot after the batch shows app-0's trail %s, want NON_COMPLIANT (the change committed before it)", got)
+	}
+}
+
+// app0 fills a report of env-1 running instances of app-0 (fingerprint 0), each created at a
+// moment of its own, so that each count is a new snapshot.
+func app0(instances int) func(*contract.Envelope) {
+	items := make([]contract.RunningInstance, instances)
+	for i := range items {
+		items[i] = contract.RunningInstance{Name: "app-0", Fingerprint: fp(0), CreationTimestamp: float64(1 + i)}
+	}
+	return runningIn(items...)
+}
+
+// latestApp0 is app-0 in env-1's latest snapshot, which must run it alone, with one trail.
+func (f *envFixture) latestApp0(t *testing.T) SnapshotArtifact {
+	t.Helper()
 	_, arts := f.latest(t, "env-1")
 	if len(arts) != 1 || len(arts[0].Flows) != 1 {
 		t.Fatalf("latest snapshot: %+v, want app-0 with one trail", arts)
 	}
-	if got := arts[0].Flows[0].State; got != "NON_COMPLIANT" {
-		t.Errorf("the snapshot after the batch shows app-0's trail %s, want NON_COMPLIANT (the change committed before it)", got)
-	}
+	return arts[0]
 }
 
 // beforeCommit is a store whose next write transaction runs a hook once its work is done and
