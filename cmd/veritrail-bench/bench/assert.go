@@ -69,6 +69,9 @@ type AssertResult struct {
 	Settings AssertSettings `json:"settings"`
 	// Bare is the baseline: a bare Huma GET of the assert path answering a small JSON object.
 	Bare Phase `json:"bare_get"`
+	// BareMixed is the mixed phase on the baselines: the bare GET beside the bare multipart
+	// handler at half its capacity, the ceiling of MixedRatio on this machine.
+	BareMixed BareMixed `json:"bare_mixed"`
 	// Environment is assert in environment scope: the stored verdict of a running artifact.
 	Environment Phase `json:"assert_environment"`
 	// Flow is assert in flow scope (trail compliance), Policy in policy scope (judged on the fly).
@@ -193,6 +196,14 @@ func RunAssert(ctx context.Context, cfg Config) (*AssertResult, error) {
 		return nil, fmt.Errorf("bench: the baseline answered no request: %s", res.Bare.FirstErr)
 	}
 	fmt.Fprintf(cfg.Progress, "bench: assert phase 1: %.0f/s, p50 %.2f ms, p99 %.2f ms\n", res.Bare.PerSecond, res.Bare.P50ms, res.Bare.P99ms)
+	fmt.Fprintf(cfg.Progress, "bench: assert phase 1b: the mixed phase on the baselines (bare GET beside bare multipart at half its capacity)\n")
+	if res.BareMixed, err = runBareMixed(ctx, cfg, cfg.Concurrency, res.Bare.PerSecond, func(base string) func(int) string {
+		return assertURLs(base, "?environment_name=prod")
+	}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Progress, "bench: assert phase 1b: bare multipart capacity %.0f/s; at half, %.2f cores busy; bare GET beside it %.0f/s (%.2fx alone), p99 %.2f ms\n",
+		res.BareMixed.WriteCapacity, res.BareMixed.HalfCores, res.BareMixed.Readers.PerSecond, res.BareMixed.Ratio, res.BareMixed.Readers.P99ms)
 
 	var restoreGC func()
 	res.Settings.ProductGC, restoreGC = productGC()
@@ -645,5 +656,8 @@ func (r *AssertResult) WriteTable(w io.Writer) error {
 		r.Environment.P99ms/r.Bare.P99ms, AloneRatioTarget, AloneP99Factor, verdict[r.AloneMet])
 	fmt.Fprintf(tw, "mixed: assert / bare GET, p99\t%.2f, %.2f ms (target >= %.1f, < %.0f ms: %s)\n", r.MixedRatio,
 		r.Mixed.P99ms, MixedRatioTarget, MixedP99TargetMs, verdict[r.MixedMet])
+	b := r.BareMixed
+	fmt.Fprintf(tw, "the same on the baselines\tbare GET beside bare multipart at half its capacity (%.0f of %.0f/s, %.0f us of CPU each against %.0f, %.2f of %d cores busy): %.2fx the bare GET alone, p99 %.2f ms\n",
+		b.HalfRate, b.WriteCapacity, b.HalfCPU, b.CapacityCPU, b.HalfCores, r.Machine.GOMAXPROCS, b.Ratio, b.Readers.P99ms)
 	return tw.Flush()
 }

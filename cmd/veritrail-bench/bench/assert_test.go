@@ -24,7 +24,7 @@ func TestRunAssert(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, progress.String())
 	}
 	for name, p := range map[string]Phase{"bare": res.Bare, "environment": res.Environment, "flow": res.Flow, "policy": res.Policy,
-		"changing": res.Changing, "loaded": res.Loaded, "mixed": res.Mixed} {
+		"changing": res.Changing, "loaded": res.Loaded, "mixed": res.Mixed, "bare mixed": res.BareMixed.Readers} {
 		if p.OK == 0 || p.Errors != 0 {
 			t.Errorf("%s: %+v", name, p)
 		}
@@ -38,8 +38,12 @@ func TestRunAssert(t *testing.T) {
 	if res.CapacityCPU <= 0 || res.HalfCPU <= 0 || res.AloneSched.Count == 0 || res.MixedSched.Count == 0 {
 		t.Errorf("CPU an attestation %.0f / %.0f us, scheduler waits %+v / %+v", res.CapacityCPU, res.HalfCPU, res.AloneSched, res.MixedSched)
 	}
+	if b := res.BareMixed; b.WriteCapacity <= 0 || b.HalfRate <= 0 || b.HalfCores <= 0 || b.Ratio <= 0 {
+		t.Errorf("the baselines' mixed phase: %+v", b)
+	}
 	var table bytes.Buffer
-	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "mixed: assert / bare GET") {
+	if err := res.WriteTable(&table); err != nil || !strings.Contains(table.String(), "mixed: assert / bare GET") ||
+		!strings.Contains(table.String(), "the same on the baselines") {
 		t.Errorf("table: %v\n%s", err, table.String())
 	}
 }
