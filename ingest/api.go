@@ -139,6 +139,10 @@ type Deps struct {
 	// Peers, when set, extends read after write to the writes of other ingest processes (the
 	// distributed mode); nil when this process is the only one publishing (embedded).
 	Peers *consistency.Peers
+	// Hurry, when set, is called as a read starts waiting for writes not yet visible: the
+	// embedded bus then delivers what it holds at once rather than at the end of its linger
+	// (sqlitebus Bus.Hurry). Nil: writes reach the evaluator at the bus's own pace.
+	Hurry func()
 	// Metrics is where the API's metrics are registered (requests per operation, read-your-writes
 	// waits, refusals); nil counts nothing.
 	Metrics prometheus.Registerer
@@ -206,7 +210,7 @@ func New(cfg Config, d Deps) *API {
 		identities: d.Identities, clock: d.Now, limits: limits.NewLimiter(cfg.Limits), auth: auth.NewAuthenticator(d.Store, d.Now),
 		notifications: d.Notifications, ready: health.NewChecker(d.Ready, cfg.ReadyCache, cfg.ReadyTimeout, d.Log), classify: d.Classify,
 		resolver: d.Resolver}
-	a.tracker = consistency.NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log)
+	a.tracker = consistency.NewTracker(d.Store, cfg.ConsistencyWait, cfg.ConsistencyPoll, d.Log, d.Hurry)
 	if d.Peers != nil {
 		d.Peers.Track(a.tracker)
 		a.peers = d.Peers

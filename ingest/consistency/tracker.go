@@ -29,6 +29,7 @@ type Tracker struct {
 	maxWait time.Duration
 	poll    time.Duration
 	log     *slog.Logger
+	hurry   func() // called as a read starts waiting; nil: none
 
 	mu   sync.Mutex
 	seq  uint64 // numbers every publish, across organizations
@@ -69,13 +70,15 @@ type pendingWrite struct {
 
 // NewTracker builds a tracker. maxWait bounds every wait (then the read proceeds, possibly
 // stale, and a warning is logged); poll is how often the store is asked when nobody calls
-// Notify (the distributed mode, where the evaluator runs elsewhere).
-func NewTracker(vis Visibility, maxWait, poll time.Duration, log *slog.Logger) *Tracker {
+// Notify (the distributed mode, where the evaluator runs elsewhere). hurry, when not nil, is
+// called each time a read starts waiting for writes: the embedded bus then hands the evaluator
+// what it holds at once instead of letting it gather (sqlitebus Bus.Hurry). It must not block.
+func NewTracker(vis Visibility, maxWait, poll time.Duration, log *slog.Logger, hurry func()) *Tracker {
 	if poll <= 0 {
 		poll = 5 * time.Millisecond
 	}
-	return &Tracker{vis: vis, maxWait: maxWait, poll: poll, log: log, orgs: map[string]*orgWrites{}, seen: map[seenKey]time.Time{},
-		changed: make(chan struct{})}
+	return &Tracker{vis: vis, maxWait: maxWait, poll: poll, log: log, hurry: hurry, orgs: map[string]*orgWrites{},
+		seen: map[seenKey]time.Time{}, changed: make(chan struct{})}
 }
 
 // Published records that message id was published for org; the caller answers its client
@@ -209,6 +212,9 @@ func (t *Tracker) wait(ctx context.Context, org string, scopes []string, concern
 	upTo := t.seq
 	t.waiting++
 	t.mu.Unlock()
+	if t.hurry != nil {
+		t.hurry()
+	}
 	defer func() {
 		t.mu.Lock()
 		t.waiting--

@@ -54,7 +54,7 @@ func (f *fakeVisibility) show(ids ...string) {
 }
 
 func newTestTracker(v Visibility) *Tracker {
-	return NewTracker(v, 2*time.Second, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return NewTracker(v, 2*time.Second, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 }
 
 // waitFor polls cond until it holds, failing the test after a generous bound.
@@ -93,6 +93,32 @@ func TestTrackerWaitsForTheOrganization(t *testing.T) {
 	}
 	if tr.Pending("acme") != 0 {
 		t.Fatalf("pending %d after visibility", tr.Pending("acme"))
+	}
+}
+
+// TestTrackerHurriesForWaitingReads: a read that waits for writes asks the bus to hurry them
+// (once a wait); a read with nothing to wait for, of its organization or of its scopes, does not.
+func TestTrackerHurriesForWaitingReads(t *testing.T) {
+	v := &fakeVisibility{visible: map[string]bool{}}
+	var hurried atomic.Int32
+	tr := NewTracker(v, 2*time.Second, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		func() { hurried.Add(1) })
+	tr.Published("acme", "m1", "acme/trail-a")
+	tr.Wait(context.Background(), "globex")
+	tr.WaitScoped(context.Background(), "acme", []string{"acme/trail-b"})
+	if n := hurried.Load(); n != 0 {
+		t.Fatalf("hurried %d times for reads that wait for nothing", n)
+	}
+	done := make(chan bool)
+	go func() { done <- tr.WaitScoped(context.Background(), "acme", []string{"acme/trail-a"}) }()
+	waitFor(t, "the waiting read to hurry", func() bool { return hurried.Load() > 0 })
+	v.show("m1")
+	tr.Notify()
+	if !<-done {
+		t.Fatal("WaitScoped reported nothing in flight")
+	}
+	if n := hurried.Load(); n != 1 {
+		t.Fatalf("hurried %d times for one waiting read, want 1", n)
 	}
 }
 
@@ -202,7 +228,7 @@ func TestTrackerPrunesInChunks(t *testing.T) {
 
 func TestTrackerWaitIsBounded(t *testing.T) {
 	tr := NewTracker(&fakeVisibility{visible: map[string]bool{}}, 50*time.Millisecond, time.Millisecond,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	tr.Published("ci", "never")
 	start := time.Now()
 	tr.Wait(context.Background(), "ci")
@@ -307,7 +333,7 @@ func TestTrackerWaitScoped(t *testing.T) {
 func TestTrackerBoundsAWriterThatNeverReads(t *testing.T) {
 	var logged bytes.Buffer
 	tr := NewTracker(&fakeVisibility{visible: map[string]bool{}}, time.Second, time.Millisecond,
-		slog.New(slog.NewTextHandler(&logged, nil)))
+		slog.New(slog.NewTextHandler(&logged, nil)), nil)
 	const writes = 2 * maxPending
 	for i := range writes {
 		tr.Published("ci", strconv.Itoa(i))

@@ -190,7 +190,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	changes := answers.NewChanges()
 	api := newAPI(cfg, ingest.Deps{Store: st, Publisher: pub, Blobs: bl, Log: log, Identities: st, Sessions: st, Now: cfg.Now, Notifications: st,
 		Changes: changes, Ready: []ingest.ReadyCheck{{Name: "store", Pinger: st}, {Name: "bus", Pinger: bus}}, Classify: st.Classify,
-		Resolver: cfg.Resolver, Metrics: reg, Tracing: cfg.Tracing})
+		Resolver: cfg.Resolver, Metrics: reg, Tracing: cfg.Tracing, Hurry: bus.Hurry})
 	r.API = api
 	evMetrics := metrics.NewEvaluator(reg)
 	metrics.Backlog(reg, func() float64 { return float64(bus.Behind(contract.TopicEvidence)) })

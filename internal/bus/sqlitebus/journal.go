@@ -83,6 +83,8 @@ type journal struct {
 	headDone     int // bytes of pending[0] already moved
 	pendingBytes int
 	wake         chan struct{}
+	// hurry ends the mover's linger (Bus.Hurry): a reader waits for what it holds.
+	hurry chan struct{}
 }
 
 // journalChunk is one append: whole records written at file offset start.
@@ -116,7 +118,7 @@ func openJournal(path string, pos journalPosition, fsync bool, logger watermill.
 		return nil, fmt.Errorf("lock journal %s: %w", path, err)
 	}
 	j := &journal{path: path, fsync: fsync, logger: logger, rotateAt: rotateBytes, maxPending: maxPendingBytes,
-		f: f, wake: make(chan struct{}, 1)}
+		f: f, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 	j.room = sync.NewCond(&j.pmu)
 	if err := j.recover(pos); err != nil {
 		_ = f.Close()

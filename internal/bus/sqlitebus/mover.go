@@ -46,9 +46,10 @@ const (
 )
 
 // moveLoop copies the journal into the table whenever it grows, until stop
-// is closed; then it moves what is left and returns. A failed move is retried
+// is closed; then it moves what is left and returns. fixedLinger, when
+// positive, replaces moveLingerFor's choice (Config.MoveLinger). A failed move is retried
 // with backoff: the messages stay in the journal (and in memory) meanwhile.
-func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.LoggerAdapter) {
+func (st *dbState) moveLoop(j *journal, fixedLinger time.Duration, stop <-chan struct{}, logger watermill.LoggerAdapter) {
 	retry := retrybackoff.New(10*time.Millisecond, 2*time.Second)
 	linger := time.NewTimer(moveLinger)
 	defer linger.Stop()
@@ -86,10 +87,17 @@ func (st *dbState) moveLoop(j *journal, stop <-chan struct{}, logger watermill.L
 		}
 		// Let appends gather: a move costs about as much for one message as
 		// for dozens, and under load the mover would otherwise chase every
-		// append with a transaction of its own.
-		linger.Reset(moveLingerFor(st.publishGap()))
+		// append with a transaction of its own. A reader waiting for them
+		// (Bus.Hurry) ends the wait.
+		d := fixedLinger
+		if d <= 0 {
+			d = moveLingerFor(st.publishGap())
+		}
+		linger.Reset(d)
 		select {
 		case <-linger.C:
+		case <-j.hurry:
+			linger.Stop()
 		case <-stop:
 			st.moveRest(j, logger)
 			return

@@ -50,3 +50,19 @@ func TestMoveLinger(t *testing.T) {
 		}
 	}
 }
+
+// TestHurryEndsTheLinger: with a linger of an hour, a published message reaches a subscriber
+// only because a reader asked the bus to hurry; a Bus without a journal ignores Hurry.
+func TestHurryEndsTheLinger(t *testing.T) {
+	b := newTestBusWith(t, tempDBPath(t), Config{CompactInterval: -1, PublishJournal: true, MoveLinger: time.Hour})
+	msgs := mustSubscribe(t, mustSubscriber(t, b, "evaluate"), "t")
+	ids := publishN(t, mustPublisher(t, b), "t", 1)
+	b.Hurry()
+	// The bound only ends a failed run: without the Hurry the message waits an hour.
+	if m := receive(t, msgs, time.Minute); m.UUID != ids[0] {
+		t.Fatalf("received %s, want %s", m.UUID, ids[0])
+	}
+
+	plain := newTestBus(t, tempDBPath(t))
+	plain.Hurry()
+}
