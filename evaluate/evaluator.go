@@ -44,6 +44,11 @@ type Config struct {
 	// although it did not apply what dirtied it: the evaluator that did may have died before
 	// evaluating (another process of the distributed mode), and nobody else would. 0 means 2 s.
 	StaleDirtAfter time.Duration
+	// EvaluateInApply evaluates the trails a batch adds to in the batch's own transaction (see
+	// evaluateIn) instead of marking them dirty for the evaluation loop. Only for a store with
+	// one writer, which this evaluator is (the embedded mode's SQLite): with several, an apply
+	// elsewhere could change a trail between this evaluation's reads and its commit.
+	EvaluateInApply bool
 }
 
 // Deps are what the evaluator needs.
@@ -243,8 +248,11 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 	var marks []store.AppliedMark
 	var audits []store.AuditRecord
 	var orgs []string // of the messages that touch no trail: their waiters can look at once
+	var inTx inApply  // with Config.EvaluateInApply, the trails evaluated in the batch's transaction
+	dirty := trails   // the trails left for the evaluation loop
 	err := e.d.Store.Update(ctx, func(tx store.Tx) error {
 		trails, marks, audits, orgs = trails[:0], marks[:0], audits[:0], orgs[:0]
+		inTx = inApply{}
 		clear(traced)
 		done, err := tx.AppliedAmong(ctx, ids)
 		if err != nil {
@@ -309,7 +317,15 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 			}
 			applied(env, trailID)
 		}
-		if err := tx.MarkDirtyAll(ctx, trails); err != nil {
+		dirty = trails
+		if e.cfg.EvaluateInApply {
+			var err error
+			if inTx, err = e.evaluateIn(ctx, tx, trails, traced); err != nil {
+				return err
+			}
+			dirty = inTx.left
+		}
+		if err := tx.MarkDirtyAll(ctx, dirty); err != nil {
 			return err
 		}
 		if err := tx.InsertAudits(ctx, audits); err != nil {
@@ -326,14 +342,15 @@ func (e *Evaluator) HandleBatch(ctx context.Context, msgs []*message.Message) (i
 		}
 		return e.handleEach(ctx, msgs)
 	}
-	for _, id := range trails {
+	for _, id := range dirty {
 		e.markDirty(id, traced[id])
 	}
 	if len(orgs) > 0 {
 		e.triggered()
 	}
-	// Messages that touch no trail are visible now; those that do, once evaluated.
-	e.notify(orgs, nil)
+	// Messages that touch no trail are visible now, and so are those whose trails were evaluated
+	// in the transaction; the others once evaluated.
+	e.notify(orgs, fingerprintsByOrg(inTx.saved))
 	return len(msgs), nil
 }
 
@@ -628,7 +645,7 @@ func (e *Evaluator) evaluateMany(ctx context.Context, ids []string, traces map[s
 		return results, errs
 	}
 	for _, id := range present {
-		res, err := e.evaluateTraced(ctx, traces[id], id, starts[id], facts[id], arts[id])
+		res, err := e.evaluateTraced(ctx, r, traces[id], id, starts[id], facts[id], arts[id])
 		if err != nil {
 			errs[id] = err
 			continue
@@ -639,13 +656,13 @@ func (e *Evaluator) evaluateMany(ctx context.Context, ids []string, traces map[s
 }
 
 // evaluateTraced is evaluate in a span under sc, when there is a tracer and sc is valid.
-func (e *Evaluator) evaluateTraced(ctx context.Context, sc trace.SpanContext, trailID string, start store.EvaluationStart,
+func (e *Evaluator) evaluateTraced(ctx context.Context, r store.Reader, sc trace.SpanContext, trailID string, start store.EvaluationStart,
 	atts []store.AttestationFact, arts []store.Artifact) (trailResult, error) {
 	if e.d.Tracer == nil || !sc.IsValid() {
-		return e.evaluate(ctx, trailID, start, atts, arts)
+		return e.evaluate(ctx, r, trailID, start, atts, arts)
 	}
 	ctx, span := startSpan(under(ctx, sc), e.d.Tracer, "evaluate.trail", attribute.String("veritrail.trail.id", trailID))
-	res, err := e.evaluate(ctx, trailID, start, atts, arts)
+	res, err := e.evaluate(ctx, r, trailID, start, atts, arts)
 	if err == nil {
 		span.SetAttributes(attribute.String("veritrail.compliance", res.state))
 	}
@@ -653,10 +670,11 @@ func (e *Evaluator) evaluateTraced(ctx context.Context, sc trace.SpanContext, tr
 	return res, err
 }
 
-// evaluate computes one trail's compliance from what evaluateMany read of it.
-func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.EvaluationStart, atts []store.AttestationFact,
+// evaluate computes one trail's compliance from what evaluateMany or evaluateIn read of it; r
+// reads its template (a transaction's own, when the template came with its batch).
+func (e *Evaluator) evaluate(ctx context.Context, r store.Reader, trailID string, start store.EvaluationStart, atts []store.AttestationFact,
 	arts []store.Artifact) (trailResult, error) {
-	tmpl, err := e.templateOf(ctx, e.d.Store, start.TemplateID)
+	tmpl, err := e.templateOf(ctx, r, start.TemplateID)
 	if err != nil {
 		return trailResult{}, err
 	}
@@ -675,14 +693,14 @@ func (e *Evaluator) evaluate(ctx context.Context, trailID string, start store.Ev
 	if err != nil {
 		return trailResult{}, err
 	}
-	r := trailResult{trailID: trailID, gen: start.Generation, state: res.State, doc: doc, at: at, states: states,
+	out := trailResult{trailID: trailID, gen: start.Generation, state: res.State, doc: doc, at: at, states: states,
 		modifiedAt: modifiedAt}
 	for _, a := range arts {
-		r.orgID = a.OrgID
-		r.fingerprints = append(r.fingerprints, a.Fingerprint)
-		r.modifiedAt = max(r.modifiedAt, a.CreatedAt)
+		out.orgID = a.OrgID
+		out.fingerprints = append(out.fingerprints, a.Fingerprint)
+		out.modifiedAt = max(out.modifiedAt, a.CreatedAt)
 	}
-	return r, nil
+	return out, nil
 }
 
 // save writes results in one transaction and clears the dirt each one saw. It answers the
@@ -734,27 +752,7 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, ski
 			saved = append(saved, r)
 			generations[r.trailID] = r.gen
 		}
-		if err := tx.SaveCompliances(ctx, saves); err != nil {
-			return err
-		}
-		if err := tx.ClearDirtyAll(ctx, generations); err != nil {
-			return err
-		}
-		fps := fingerprintsByOrg(saved)
-		if err := tx.Announce(ctx, nil, fps); err != nil {
-			return err
-		}
-		// In the same transaction, so that once the trail reads as evaluated, so do the verdicts it changes.
-		if err := e.policies.afterTrails(ctx, tx, fps, e.now()); err != nil {
-			return err
-		}
-		// What the next snapshots show of these artifacts where they run (their trails' states) changed.
-		for org, fps := range fps {
-			if err := tx.MarkRunningChanged(ctx, org, "", fps); err != nil {
-				return err
-			}
-		}
-		return nil
+		return e.writeResults(ctx, tx, saves, generations, saved)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -765,6 +763,34 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, ski
 		}
 	}
 	return saved, skipped, nil
+}
+
+// writeResults writes trail evaluations in tx: the compliances saves holds, the dirt each saw
+// cleared (generations), and what follows from them for the artifacts of saved: the
+// announcement, the environments' verdicts and the running changes.
+func (e *Evaluator) writeResults(ctx context.Context, tx store.Tx, saves []store.ComplianceSave, generations map[string]int64,
+	saved []trailResult) error {
+	if err := tx.SaveCompliances(ctx, saves); err != nil {
+		return err
+	}
+	if err := tx.ClearDirtyAll(ctx, generations); err != nil {
+		return err
+	}
+	fps := fingerprintsByOrg(saved)
+	if err := tx.Announce(ctx, nil, fps); err != nil {
+		return err
+	}
+	// In the same transaction, so that once the trail reads as evaluated, so do the verdicts it changes.
+	if err := e.policies.afterTrails(ctx, tx, fps, e.now()); err != nil {
+		return err
+	}
+	// What the next snapshots show of these artifacts where they run (their trails' states) changed.
+	for org, fps := range fps {
+		if err := tx.MarkRunningChanged(ctx, org, "", fps); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fingerprintsByOrg gathers the fingerprints of the evaluated trails' artifacts.

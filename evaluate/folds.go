@@ -88,3 +88,13 @@ func (f *trailFold) extend(atts []store.AttestationFact) {
 		f.lastID = atts[f.n-1].ID
 	}
 }
+
+// forget drops what is kept of trails: their folds may hold attestations of a transaction that
+// did not commit.
+func (c *foldCache) forget(trails []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range trails {
+		c.kept.Remove(id)
+	}
+}

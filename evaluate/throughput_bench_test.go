@@ -30,7 +30,8 @@ import (
 // as Kafka does (skipped without a server). Message and attestation IDs are time-ordered UUIDs as
 // ingest makes them (ids=v7), or random ones (ids=v4) to show what their order is worth; trail
 // IDs are random, as trails begun over days are to the attestations of one moment; the data is
-// about 1 KB, as the bench sends it. Beside ns/op it reports the CPU (cpu-us/op), the statements
+// about 1 KB, as the bench sends it. sqlite/ids=v7/in-apply evaluates in the batch's
+// transaction (Config.EvaluateInApply), as the embedded mode does. Beside ns/op it reports the CPU (cpu-us/op), the statements
 // sent (PostgreSQL) and, on Linux, the bytes and write calls (wbytes/op, wcalls/op) per message.
 //
 //	go test -run x -bench EvaluatorThroughput -benchtime 20000x -cpuprofile cpu.pprof ./evaluate
@@ -38,17 +39,22 @@ func BenchmarkEvaluatorThroughput(b *testing.B) {
 	v7 := func() string { return uuid.Must(uuid.NewV7()).String() }
 	sqlite := func(b *testing.B) store.Store { return sqlitetest.Open(b) }
 	for _, c := range []struct {
-		name  string
-		open  func(*testing.B) store.Store
-		ids   func() string
-		batch int
+		name    string
+		open    func(*testing.B) store.Store
+		ids     func() string
+		batch   int
+		inApply bool
 	}{
-		{"sqlite/ids=v7", sqlite, v7, 64},
-		{"sqlite/ids=v4", sqlite, uuid.NewString, 64},
+		{"sqlite/ids=v7", sqlite, v7, 64, false},
+		{"sqlite/ids=v4", sqlite, uuid.NewString, 64, false},
+		// As the embedded mode runs it: each batch's trails evaluated in its transaction.
+		{"sqlite/ids=v7/in-apply", sqlite, v7, 64, true},
 		// The distributed evaluator's batches hold one message per partition: 8 here.
-		{"postgres/ids=v7", openBenchPostgres, v7, 8},
+		{"postgres/ids=v7", openBenchPostgres, v7, 8, false},
 	} {
-		b.Run(c.name, func(b *testing.B) { benchmarkEvaluatorThroughput(b, c.open(b), c.ids, c.batch) })
+		b.Run(c.name, func(b *testing.B) {
+			benchmarkEvaluatorThroughput(b, c.open(b), c.ids, c.batch, Config{EvaluateInApply: c.inApply})
+		})
 	}
 }
 
@@ -86,10 +92,10 @@ func openBenchPostgres(b *testing.B) store.Store {
 	return st
 }
 
-func benchmarkEvaluatorThroughput(b *testing.B, st store.Store, newID func() string, batchSize int) {
+func benchmarkEvaluatorThroughput(b *testing.B, st store.Store, newID func() string, batchSize int, cfg Config) {
 	const trails = 1000
 	ctx := context.Background()
-	ev, err := New(Config{}, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
+	ev, err := New(cfg, Deps{Store: st, Engine: template.NewEngine(template.EngineOptions{})})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -194,7 +194,8 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Running, error) {
 	r.API = api
 	evMetrics := metrics.NewEvaluator(reg)
 	metrics.Backlog(reg, func() float64 { return float64(bus.Behind(contract.TopicEvidence)) })
-	ev, err := evaluate.New(evaluate.Config{}, evaluate.Deps{
+	// SQLite has one writer, the evaluator: it evaluates each batch's trails in the batch's transaction.
+	ev, err := evaluate.New(evaluate.Config{EvaluateInApply: true}, evaluate.Deps{
 		Store: changes.Watch(st), Engine: template.NewEngine(template.EngineOptions{}), Log: log, Evaluated: api.Evaluated,
 		Triggered: runRelay(ctx, r, cfg, st, pub, log), Metrics: evMetrics, Tracer: tracer(cfg, "evaluate"),
 	})
