@@ -579,6 +579,12 @@ type trailResult struct {
 	fingerprints []string
 }
 
+// complianceSave is what the store writes of r.
+func (r trailResult) complianceSave() store.ComplianceSave {
+	return store.ComplianceSave{TrailID: r.trailID, State: r.state, Doc: r.doc, At: r.at, ArtifactStates: r.states,
+		ModifiedAt: r.modifiedAt}
+}
+
 // EvaluateTrail recomputes one trail's compliance and saves it.
 func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
 	results, errs := e.evaluateMany(ctx, []string{trailID}, nil)
@@ -605,24 +611,10 @@ func (e *Evaluator) EvaluateTrail(ctx context.Context, trailID string) error {
 // answers the results and, by trail, the errors of those it could not evaluate.
 func (e *Evaluator) evaluateMany(ctx context.Context, ids []string, traces map[string]trace.SpanContext) ([]trailResult, map[string]error) {
 	r := e.d.Store
-	errs := map[string]error{}
-	failAll := func(ids []string, err error) {
-		for _, id := range ids {
-			errs[id] = err
-		}
-	}
-	starts, err := r.TrailsToEvaluate(ctx, ids)
-	if err != nil {
-		failAll(ids, err)
-		return nil, errs
-	}
-	results := make([]trailResult, 0, len(ids))
-	present := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if _, ok := starts[id]; ok {
-			present = append(present, id)
-			continue
-		}
+	results, errs, gone := e.evaluateFrom(ctx, r, func(ctx context.Context, trails []string) (map[string][]store.AttestationFact, error) {
+		return e.facts.read(ctx, r, trails)
+	}, ids, traces)
+	for _, id := range gone {
 		// The trail is gone: clear its dirt at the generation it has.
 		g, err := r.DirtyGeneration(ctx, id)
 		if err != nil {
@@ -631,28 +623,59 @@ func (e *Evaluator) evaluateMany(ctx context.Context, ids []string, traces map[s
 		}
 		results = append(results, trailResult{trailID: id, gen: g})
 	}
-	if len(present) == 0 {
-		return results, errs
+	return results, errs
+}
+
+// factsReader reads trails' facts: factCache.read outside a transaction, readIn inside one.
+type factsReader func(ctx context.Context, trails []string) (map[string][]store.AttestationFact, error)
+
+// evaluateFrom reads through r what trails ids start from (their dirt generations and templates,
+// their facts through facts, their artifacts) and evaluates each. It answers the results, by
+// trail the errors of those it could not read or evaluate, and the trails r does not hold.
+func (e *Evaluator) evaluateFrom(ctx context.Context, r store.Reader, facts factsReader, ids []string,
+	traces map[string]trace.SpanContext) (results []trailResult, errs map[string]error, gone []string) {
+	errs = map[string]error{}
+	failAll := func(ids []string, err error) {
+		for _, id := range ids {
+			errs[id] = err
+		}
 	}
-	facts, err := e.facts.read(ctx, r, present)
+	starts, err := r.TrailsToEvaluate(ctx, ids)
+	if err != nil {
+		failAll(ids, err)
+		return nil, errs, nil
+	}
+	present := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := starts[id]; ok {
+			present = append(present, id)
+		} else {
+			gone = append(gone, id)
+		}
+	}
+	if len(present) == 0 {
+		return nil, errs, gone
+	}
+	atts, err := facts(ctx, present)
 	if err != nil {
 		failAll(present, err)
-		return results, errs
+		return nil, errs, gone
 	}
 	arts, err := r.TrailArtifactsByIDs(ctx, present)
 	if err != nil {
 		failAll(present, err)
-		return results, errs
+		return nil, errs, gone
 	}
+	results = make([]trailResult, 0, len(ids))
 	for _, id := range present {
-		res, err := e.evaluateTraced(ctx, r, traces[id], id, starts[id], facts[id], arts[id])
+		res, err := e.evaluateTraced(ctx, r, traces[id], id, starts[id], atts[id], arts[id])
 		if err != nil {
 			errs[id] = err
 			continue
 		}
 		results = append(results, res)
 	}
-	return results, errs
+	return results, errs, gone
 }
 
 // evaluateTraced is evaluate in a span under sc, when there is a tracer and sc is valid.
@@ -746,8 +769,7 @@ func (e *Evaluator) save(ctx context.Context, results []trailResult) (saved, ski
 					}
 					continue
 				}
-				saves = append(saves, store.ComplianceSave{TrailID: r.trailID, State: r.state, Doc: r.doc, At: r.at,
-					ArtifactStates: r.states, ModifiedAt: r.modifiedAt})
+				saves = append(saves, r.complianceSave())
 			}
 			saved = append(saved, r)
 			generations[r.trailID] = r.gen

@@ -20,56 +20,34 @@ type inApply struct {
 // a trail before tx commits, so the evaluation needs no dirt mark and no second transaction
 // with its lock and commit, and it reads what the batch wrote through the writer's own page
 // cache. Messages and their evaluations become visible in the same commit. A trail it cannot
-// evaluate here (gone, or its evaluation failed) is left for the loop, which retries it as
+// evaluate here (gone, or reading or evaluating it failed) is left for the loop, which retries it as
 // before. What it keeps in memory of the trails (facts, folds) is kept only if tx commits.
 func (e *Evaluator) evaluateIn(ctx context.Context, tx store.Tx, trails []string, traces map[string]trace.SpanContext) (inApply, error) {
 	var out inApply
 	if len(trails) == 0 {
 		return out, nil
 	}
-	starts, err := tx.TrailsToEvaluate(ctx, trails)
-	if err != nil {
-		return out, err
+	tx.OnRollback(func() { e.folds.forget(trails) })
+	results, errs, gone := e.evaluateFrom(ctx, tx, func(ctx context.Context, trails []string) (map[string][]store.AttestationFact, error) {
+		return e.facts.readIn(ctx, tx, trails)
+	}, trails, traces)
+	out.left = gone
+	for id, err := range errs {
+		e.d.Log.Warn("evaluate: trail evaluation in the batch failed; leaving it to the evaluation loop", "trail", id, "err", err)
+		out.left = append(out.left, id)
 	}
-	present := make([]string, 0, len(trails))
-	for _, id := range trails {
-		if _, ok := starts[id]; ok {
-			present = append(present, id)
-		} else {
-			out.left = append(out.left, id)
-		}
-	}
-	if len(present) == 0 {
-		return out, nil
-	}
-	tx.OnRollback(func() { e.folds.forget(present) })
-	facts, err := e.facts.readIn(ctx, tx, present)
-	if err != nil {
-		return out, err
-	}
-	arts, err := tx.TrailArtifactsByIDs(ctx, present)
-	if err != nil {
-		return out, err
-	}
-	saves := make([]store.ComplianceSave, 0, len(present))
+	saves := make([]store.ComplianceSave, 0, len(results))
 	var generations map[string]int64 // the dirt the trails had before this batch, which this evaluation covers
-	for _, id := range present {
-		r, err := e.evaluateTraced(ctx, tx, traces[id], id, starts[id], facts[id], arts[id])
-		if err != nil {
-			e.d.Log.Warn("evaluate: trail evaluation in the batch failed; leaving it to the evaluation loop", "trail", id, "err", err)
-			out.left = append(out.left, id)
-			continue
-		}
-		saves = append(saves, store.ComplianceSave{TrailID: r.trailID, State: r.state, Doc: r.doc, At: r.at,
-			ArtifactStates: r.states, ModifiedAt: r.modifiedAt})
+	for _, r := range results {
+		saves = append(saves, r.complianceSave())
 		if r.gen != 0 {
 			if generations == nil {
 				generations = map[string]int64{}
 			}
-			generations[id] = r.gen
+			generations[r.trailID] = r.gen
 		}
-		out.saved = append(out.saved, r)
 	}
+	out.saved = results
 	if err := e.writeResults(ctx, tx, saves, generations, out.saved); err != nil {
 		return out, err
 	}

@@ -466,22 +466,16 @@ func writeAlone(ctx context.Context, cfg Config, pr *product, fps []string, writ
 		return 0, 0, 0, errors.Join(err, w.stop())
 	}
 	w.changes.Store(0)
-	began := time.Now()
-	cpu0, _ := processCPU()
+	win := startCPUWindow()
 	wait(cfg.Duration)
 	n := w.changes.Load()
-	el := time.Since(began)
-	cpu1, cpuOK := processCPU()
+	cpuEach, cores, el := win.per(n)
 	stopProfile()
 	if err := w.stop(); err != nil {
 		return 0, 0, 0, err
 	}
 	if n == 0 {
 		return 0, 0, 0, errors.New("bench: ingest accepted no attestation while writing alone")
-	}
-	if cpuOK {
-		cpuEach = float64((cpu1 - cpu0).Microseconds()) / float64(n)
-		cores = (cpu1 - cpu0).Seconds() / el.Seconds()
 	}
 	return float64(n) / el.Seconds(), cpuEach, cores, ctx.Err()
 }

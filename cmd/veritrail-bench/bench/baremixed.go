@@ -66,19 +66,14 @@ func runBareMixed(ctx context.Context, cfg Config, writers int, alone float64, g
 
 	// The writers at half alone, then again with the readers beside them.
 	pace(ctx, write, writers, every, cfg.Warmup)
-	cpu0, cpuOK := processCPU()
-	began := time.Now()
+	win := startCPUWindow()
 	n, err := pace(ctx, write, writers, every, cfg.Duration)
-	el := time.Since(began)
-	cpu1, _ := processCPU()
 	if err != nil {
 		return res, err
 	}
+	var el time.Duration
+	res.HalfCPU, res.HalfCores, el = win.per(n)
 	res.HalfRate = float64(n) / el.Seconds()
-	if cpuOK && n > 0 {
-		res.HalfCPU = float64((cpu1 - cpu0).Microseconds()) / float64(n)
-		res.HalfCores = (cpu1 - cpu0).Seconds() / el.Seconds()
-	}
 
 	wctx, cancel := context.WithCancel(ctx)
 	var werr error
@@ -126,7 +121,9 @@ func pace(ctx context.Context, t *target, writers int, every, d time.Duration) (
 				if _, err := t.do(ctx, w, i); err != nil {
 					if ctx.Err() == nil {
 						mu.Lock()
-						first = cmpErr(first, err)
+						if first == nil {
+							first = err
+						}
 						mu.Unlock()
 					}
 					return
@@ -140,12 +137,4 @@ func pace(ctx context.Context, t *target, writers int, every, d time.Duration) (
 		return ok.Load(), fmt.Errorf("bench: a bare writer: %w", first)
 	}
 	return ok.Load(), nil
-}
-
-// cmpErr keeps the first error.
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }

@@ -117,9 +117,8 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 		firstErr error
 	}
 	ws := make([]worker, concurrency)
-	cpu0, cpuOK := processCPU()
-	start := time.Now()
-	deadline := start.Add(d)
+	win := startCPUWindow()
+	deadline := win.began.Add(d)
 	var wg sync.WaitGroup
 	for w := range ws {
 		wg.Go(func() {
@@ -150,10 +149,14 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	cpu1, _ := processCPU()
+	answered := 0
+	for _, w := range ws {
+		answered += len(w.lat)
+	}
+	var p Phase
+	var elapsed time.Duration
+	p.CPUPerOK, p.Cores, elapsed = win.per(int64(answered)) // before gathering the latencies, which is not the phase's work
 	var lat []time.Duration
-	p := Phase{Seconds: elapsed.Seconds()}
 	for _, w := range ws {
 		lat = append(lat, w.lat...)
 		p.Errors += w.errs
@@ -163,11 +166,7 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 	}
 	p.OK = len(lat)
 	p.Requests = p.OK + p.Errors
-	p.PerSecond = float64(p.OK) / elapsed.Seconds()
-	if cpuOK && p.OK > 0 {
-		p.CPUPerOK = float64((cpu1 - cpu0).Microseconds()) / float64(p.OK)
-		p.Cores = (cpu1 - cpu0).Seconds() / elapsed.Seconds()
-	}
+	p.Seconds, p.PerSecond = elapsed.Seconds(), float64(p.OK)/elapsed.Seconds()
 	slices.Sort(lat)
 	p.P50ms = ms(percentile(lat, 0.50))
 	p.P90ms = ms(percentile(lat, 0.90))
@@ -176,6 +175,29 @@ func hammer(ctx context.Context, t *target, concurrency int, d time.Duration, ok
 		p.MaxMs = ms(lat[len(lat)-1])
 	}
 	return p
+}
+
+// cpuWindow marks the start of a measured window: this process's CPU (processCPU) and the time.
+type cpuWindow struct {
+	cpu0  time.Duration
+	ok    bool
+	began time.Time
+}
+
+func startCPUWindow() cpuWindow {
+	cpu, ok := processCPU()
+	return cpuWindow{cpu0: cpu, ok: ok, began: time.Now()}
+}
+
+// per ends the window: the CPU each of n items took in microseconds and the cores busy (both 0
+// when the system cannot tell, or with no item), and the window's length.
+func (w cpuWindow) per(n int64) (each, cores float64, el time.Duration) {
+	el = time.Since(w.began)
+	cpu1, ok := processCPU()
+	if !w.ok || !ok || n <= 0 {
+		return 0, 0, el
+	}
+	return float64((cpu1 - w.cpu0).Microseconds()) / float64(n), (cpu1 - w.cpu0).Seconds() / el.Seconds(), el
 }
 
 // percentile is the nearest-rank percentile of sorted latencies.
